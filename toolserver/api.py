@@ -1,0 +1,291 @@
+"""HTTP adapter (FastAPI): a thin layer over `toolserver.core.Core`.
+
+Protocol problems are HTTP errors (`{"detail", "code"}` bodies); tool-level failures are 200 with
+`ok:false` in the ToolResult, so an RL loop can feed them back to the model.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Query, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ValidationError
+from starlette.datastructures import UploadFile
+
+from toolserver import __version__
+from toolserver.config import Settings
+from toolserver.core import Core, RawImage
+from toolserver.errors import BadRequest, ToolServerError, TooLarge, Unauthorized
+from toolserver.geometry import Coords
+from toolserver.models import (
+    AddedImages,
+    AddedTexts,
+    AddImagesRequest,
+    AddTextsRequest,
+    CreateSessionRequest,
+    SessionCreated,
+    SessionInfo,
+    ToolCallsRequest,
+    ToolCallsResponse,
+    ToolResult,
+)
+from toolserver.profiles import PROFILES
+
+OPEN_PATHS = {"/healthz", "/readyz", "/docs", "/openapi.json", "/redoc"}
+
+DESCRIPTION = """
+Tools for vision-language models that think with images: zoom into a box, look back at an earlier
+image, and more, served per session over an indexed memory map of images and texts.
+
+Upload an image once (`POST /v1/sessions`), then call tools by key or index. Tool-level failures
+(a bad box, an unknown image) come back as `ok:false` with text the model can read; HTTP errors are
+for protocol problems only: 401, 404 unknown session, 410 expired or evicted session, 413 too large,
+422 malformed request, 429/503 overload with `Retry-After`.
+"""
+
+
+def _error_body(exc: ToolServerError) -> dict[str, str]:
+    return {"detail": exc.message, "code": exc.code}
+
+
+def _json(model: BaseModel, status_code: int = 200) -> Response:
+    # pydantic's serializer is much faster than FastAPI's generic encoder on multi-megabyte base64 strings.
+    return Response(model.model_dump_json(), status_code=status_code, media_type="application/json")
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413, whether or not Content-Length is given."""
+
+    class _TooLarge(Exception):
+        pass
+
+    def __init__(self, app: Any, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._reject(send)
+                return
+        received = 0
+        started = False
+
+        async def limited_receive() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyLimit._TooLarge
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyLimit._TooLarge:
+            if not started:
+                await self._reject(send)
+
+    async def _reject(self, send: Any) -> None:
+        body = json.dumps({"detail": f"request body is over the {self.max_bytes}-byte limit",
+                           "code": "too_large"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _form_images(request: Request) -> tuple[list[RawImage], dict[str, str]]:
+    """multipart: image files under `files` (or `file`), other fields as strings."""
+    form = await request.form(max_files=10_000, max_fields=1_000, max_part_size=16 * 1024 * 1024)
+    images, fields = [], {}
+    for name, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            if name not in ("files", "file"):
+                raise BadRequest(f"unexpected file field {name!r}; send images as 'files'")
+            images.append(RawImage(await value.read()))
+        else:
+            fields[name] = value
+    return images, fields
+
+
+def _is_multipart(request: Request) -> bool:
+    return request.headers.get("content-type", "").startswith("multipart/form-data")
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+
+
+def _validate(model: type[BaseModel], data: Any) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+                            for e in exc.errors(include_url=False))
+        raise BadRequest(f"invalid request: {details}") from None
+
+
+def _multipart_or_json(schema_ref: str) -> dict[str, Any]:
+    return {"requestBody": {"content": {
+        "application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}},
+        "multipart/form-data": {"schema": {"type": "object", "properties": {
+            "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+            "settings": {"type": "string", "description": "Session settings as JSON (create only)."},
+        }}},
+    }, "required": False}}
+
+
+def _base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def create_app(settings: Settings | None = None, core: Core | None = None) -> FastAPI:
+    core = core or Core(settings)
+    settings = core.settings
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        await core.start()
+        try:
+            yield
+        finally:
+            await core.stop()
+
+    app = FastAPI(title="toolserver", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.core = core
+
+    @app.exception_handler(ToolServerError)
+    async def _on_error(_request: Request, exc: ToolServerError) -> JSONResponse:
+        headers = {}
+        if hasattr(exc, "retry_after_s"):
+            headers["Retry-After"] = str(exc.retry_after_s)
+            if exc.status == 429:
+                core.metrics.overloaded.inc()
+        if exc.status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        return JSONResponse(_error_body(exc), status_code=exc.status, headers=headers)
+
+    if settings.api_keys:
+        keys = [k.encode() for k in settings.api_keys]
+
+        @app.middleware("http")
+        async def _auth(request: Request, call_next):
+            if request.url.path not in OPEN_PATHS:
+                header = request.headers.get("authorization", "")
+                token = header[7:].encode() if header.lower().startswith("bearer ") else b""
+                # Compare against every key, always, in constant time per key.
+                if not any([hmac.compare_digest(token, k) for k in keys]):
+                    return await _on_error(request, Unauthorized("missing or invalid API key"))
+            return await call_next(request)
+
+    # -- sessions ---------------------------------------------------------------------------------
+    @app.post("/v1/sessions", status_code=201, response_model=SessionCreated, tags=["sessions"],
+              openapi_extra=_multipart_or_json("CreateSessionRequest"),
+              summary="Create a session with settings and, optionally, images and texts")
+    async def create_session(request: Request) -> Response:
+        if _is_multipart(request):
+            raw, fields = await _form_images(request)
+            body = _validate(CreateSessionRequest, json.loads(fields.get("settings") or "{}"))
+        else:
+            raw, body = [], _validate(CreateSessionRequest, await _json_body(request))
+        return _json(await core.create_session(body, raw), 201)
+
+    @app.get("/v1/sessions/{session_id}", response_model=SessionInfo, tags=["sessions"],
+             summary="The session's memory map and settings")
+    async def get_session(session_id: str) -> Response:
+        return _json(core.session_info(session_id))
+
+    @app.delete("/v1/sessions/{session_id}", status_code=204, tags=["sessions"],
+                summary="Release everything the session holds")
+    async def delete_session(session_id: str) -> Response:
+        core.release(session_id)
+        return Response(status_code=204)
+
+    @app.post("/v1/sessions/{session_id}/images", response_model=AddedImages, tags=["sessions"],
+              openapi_extra=_multipart_or_json("AddImagesRequest"),
+              summary="Add images: multipart upload, base64 / data URI, allowed server path or URL")
+    async def add_images(session_id: str, request: Request) -> Response:
+        if _is_multipart(request):
+            raw, _ = await _form_images(request)
+            infos = await core.add_images(session_id, raw_images=raw)
+        else:
+            body = _validate(AddImagesRequest, await _json_body(request))
+            infos = await core.add_images(session_id, body.images)
+        return _json(AddedImages(images=infos))
+
+    @app.get("/v1/sessions/{session_id}/images/{key}", tags=["sessions"],
+             responses={200: {"content": {"image/png": {}, "image/jpeg": {}, "image/webp": {}}}},
+             summary="An image's bytes (inputs as uploaded; tool images in the session's format)")
+    async def get_image(session_id: str, key: str,
+                        format: Annotated[str | None, Query(pattern="^(png|jpeg|webp)$")] = None) -> Response:
+        data, mime = await core.image_bytes(session_id, key, format)
+        return Response(data, media_type=mime)
+
+    @app.post("/v1/sessions/{session_id}/texts", response_model=AddedTexts, tags=["sessions"],
+              summary="Add texts (a dict names them; a list gets text_0, text_1, …)")
+    async def add_texts(session_id: str, body: AddTextsRequest) -> Response:
+        return _json(AddedTexts(texts=core.add_texts(session_id, body.texts)))
+
+    # -- tools ------------------------------------------------------------------------------------
+    @app.get("/v1/tools", tags=["tools"], summary="Tools as OpenAI function-calling entries")
+    async def list_tools(profile: str = "default", strict: bool = False,
+                         coords: Coords | None = None) -> list[dict[str, Any]]:
+        return core.list_tools(profile, strict=strict, coords=coords)
+
+    @app.get("/v1/profiles", tags=["tools"], summary="The profiles and their tools")
+    async def list_profiles() -> list[dict[str, Any]]:
+        return [{"name": p.name, "description": p.description, "tools": list(p.tools),
+                 "coords": str(p.coords), "max_tool_calls": p.max_tool_calls} for p in PROFILES.values()]
+
+    @app.post("/v1/sessions/{session_id}/tools/{name}", response_model=ToolResult, tags=["tools"],
+              summary="Execute one tool with a JSON arguments object")
+    async def call_tool(session_id: str, name: str, request: Request,
+                        arguments: Annotated[dict[str, Any] | None, Body()] = None) -> Response:
+        return _json(await core.call_tool(session_id, name, arguments or {}, base_url=_base_url(request)))
+
+    @app.post("/v1/sessions/{session_id}/tool_calls", response_model=ToolCallsResponse, tags=["tools"],
+              summary="Execute OpenAI tool_calls; returns the messages to append")
+    async def tool_calls(session_id: str, body: ToolCallsRequest, request: Request) -> Response:
+        result = await core.execute_tool_calls(session_id, body.tool_calls, body.image_message,
+                                               base_url=_base_url(request))
+        return _json(result)
+
+    # -- operations -------------------------------------------------------------------------------
+    @app.get("/healthz", tags=["operations"], summary="Liveness")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"], summary="Readiness, with what this server can serve")
+    async def readyz() -> dict[str, Any]:
+        return {"status": "ready", "version": __version__, "profiles": list(PROFILES),
+                "sessions": len(core.store), "bytes_held": core.store.total_bytes,
+                "workers": core.pool.workers, "queue_limit": core.pool.queue_limit}
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse,
+             summary="Prometheus metrics")
+    async def metrics() -> Response:
+        return Response(core.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    return app
+
+
+__all__ = ["TooLarge", "create_app"]

@@ -1,0 +1,100 @@
+"""Command line: `toolserver serve`, `toolserver openapi`, `toolserver selfcheck`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import io
+import json
+import sys
+from pathlib import Path
+
+from toolserver.config import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {k: v for k, v in vars(args).items()
+                 if k in Settings.model_fields and v is not None}
+    return Settings(**overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from toolserver.api import create_app
+
+    settings = _settings(args)
+    # One process owns the sessions (they live in its memory): scale out with replicas, not workers.
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
+                timeout_graceful_shutdown=10)
+    return 0
+
+
+def openapi_document() -> dict:
+    from toolserver.api import create_app
+
+    return create_app(Settings()).openapi()
+
+
+def cmd_openapi(args: argparse.Namespace) -> int:
+    text = json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+    return 0
+
+
+def cmd_selfcheck(_args: argparse.Namespace) -> int:
+    """Create a session with a generated image, zoom into it, release it: the whole path in-process."""
+    from PIL import Image
+
+    from toolserver.core import Core
+    from toolserver.models import CreateSessionRequest, ImageInput
+
+    async def run() -> int:
+        core = Core(Settings())
+        buf = io.BytesIO()
+        Image.new("RGB", (640, 480), (30, 120, 200)).save(buf, format="PNG")
+        created = await core.create_session(CreateSessionRequest(
+            images=[ImageInput(data=base64.b64encode(buf.getvalue()).decode())]))
+        result = await core.call_tool(created.session_id, "zoom_in",
+                                      {"image": "original_image", "bbox_2d": [250, 250, 750, 750]})
+        core.release(created.session_id)
+        await core.stop()
+        ok = result.ok and result.images and (result.images[0].width, result.images[0].height) == (320, 240)
+        print(("selfcheck ok: " if ok else "selfcheck FAILED: ") + result.text)
+        return 0 if ok else 1
+
+    return asyncio.run(run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="toolserver", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the HTTP server (settings also from TOOLSERVER_* variables)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--data-dir", dest="data_dir", type=Path)
+    serve.add_argument("--output-dir", dest="output_dir", type=Path)
+    serve.add_argument("--workers", type=int, help="threads for image work")
+    serve.add_argument("--queue-limit", dest="queue_limit", type=int)
+    serve.add_argument("--tool-timeout-s", dest="tool_timeout_s", type=float)
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(func=cmd_serve)
+
+    openapi = sub.add_parser("openapi", help="write the OpenAPI document")
+    openapi.add_argument("--output", "-o", default="openapi/openapi.json")
+    openapi.set_defaults(func=cmd_openapi)
+
+    selfcheck = sub.add_parser("selfcheck", help="run one zoom end to end in-process")
+    selfcheck.set_defaults(func=cmd_selfcheck)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Server settings, read from `TOOLSERVER_*` environment variables (and CLI flags, which override them)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+class Settings(BaseSettings):
+    """Every limit has a safe default; see README "Configuration" for the table."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLSERVER_", env_nested_delimiter="__", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: list[str] = Field(default_factory=list, description="Bearer keys; empty means no auth.")
+
+    data_dir: Path = Path("data")
+    output_dir: Path | None = Field(
+        default=None, description="Directory shared with the trainer for `path` delivery (default data_dir/out)."
+    )
+    allowed_roots: list[Path] = Field(
+        default_factory=list, description="Server paths that image/document `path` inputs may read from."
+    )
+    allow_url_fetch: bool = False
+    url_allow_private: bool = Field(
+        default=False, description="Also fetch from private/loopback addresses (tests and closed networks only)."
+    )
+    url_timeout_s: float = 10.0
+
+    max_request_bytes: int = 128 * MiB
+    max_image_bytes: int = 64 * MiB
+    max_image_pixels: int = 120_000_000
+    max_images_per_session: int = 512
+    max_texts_per_session: int = 4096
+    max_text_chars: int = 2_000_000
+
+    session_max_bytes: int = 2 * GiB
+    total_max_bytes: int = 8 * GiB
+    default_ttl_s: float = 3600.0
+    max_ttl_s: float = 24 * 3600.0
+    sweep_interval_s: float = 30.0
+
+    workers: int = Field(default_factory=lambda: max(2, os.cpu_count() or 2))
+    queue_limit: int = Field(default=256, description="Tool/decoding jobs admitted at once (running + waiting).")
+    tool_timeout_s: float = 60.0
+    retry_after_s: int = 1
+
+    png_compress_level: int = 1
+    jpeg_quality: int = 95
+    webp_quality: int = 90
+
+    def resolved_output_dir(self) -> Path:
+        return self.output_dir if self.output_dir is not None else self.data_dir / "out"

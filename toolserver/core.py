@@ -1,0 +1,375 @@
+"""The core every adapter (HTTP, MCP, client tests) calls: sessions, image intake, tool execution.
+
+No HTTP here. Errors that are the caller's protocol problem are raised as `ToolServerError`
+subclasses; tool-level failures come back as `ToolResult(ok=False)` with model-readable text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from toolserver.config import Settings
+from toolserver.errors import BadRequest, NotFound, ToolFailure, TooLarge
+from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image
+from toolserver.messages import tool_messages
+from toolserver.metrics import Metrics
+from toolserver.models import (
+    CreateSessionRequest,
+    ErrorInfo,
+    ImageInfo,
+    ImageInput,
+    OpenAIToolCall,
+    ResultImage,
+    SessionCreated,
+    SessionInfo,
+    SessionSettings,
+    TextInfo,
+    ToolCallsResponse,
+    ToolResult,
+)
+from toolserver.pool import WorkPool
+from toolserver.profiles import Profile, get_profile
+from toolserver.session import ImageEntry, Session, SessionStore, compute_view
+from toolserver.sources import input_bytes
+from toolserver.tools.base import Tool, ToolContext, ToolOutput
+
+log = logging.getLogger("toolserver")
+
+
+@dataclass(frozen=True)
+class RawImage:
+    """Bytes that arrived as they are (multipart upload), with an optional key."""
+
+    data: bytes
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class _Delivered:
+    mime: str
+    data: bytes | None = None  # encoded bytes for inline delivery
+    path: str | None = None
+
+
+def format_validation_error(tool: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return f"Error: invalid arguments for {tool}: " + "; ".join(parts) + "."
+
+
+class Core:
+    def __init__(self, settings: Settings | None = None):
+        self.settings = settings or Settings()
+        s = self.settings
+        self.store = SessionStore(session_max_bytes=s.session_max_bytes, total_max_bytes=s.total_max_bytes)
+        self.pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s)
+        self.metrics = Metrics()
+        self.metrics.gauge("toolserver_sessions_live", "Live sessions", lambda: len(self.store))
+        self.metrics.gauge("toolserver_bytes_held", "Bytes held by all sessions", lambda: self.store.total_bytes)
+        self.metrics.gauge("toolserver_sessions_evicted", "Sessions evicted (LRU)", lambda: self.store.evicted)
+        self.metrics.gauge("toolserver_sessions_expired", "Sessions expired (TTL)", lambda: self.store.expired)
+        self.metrics.gauge("toolserver_pool_in_flight", "Jobs admitted to the work pool", lambda: self.pool.in_flight)
+        self.started = time.time()
+        self._sweeper: asyncio.Task | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        self.pool.shutdown()
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.sweep_interval_s)
+            self.store.sweep()
+
+    # -- sessions -----------------------------------------------------------------------------
+    def _profile(self, session: Session) -> Profile:
+        return get_profile(session.settings.profile)
+
+    async def create_session(self, request: CreateSessionRequest | None = None,
+                             raw_images: Sequence[RawImage] = ()) -> SessionCreated:
+        request = request or CreateSessionRequest()
+        profile = get_profile(request.profile)
+        settings = SessionSettings(**request.model_dump(exclude={"images", "texts"}))
+        settings.coords = settings.coords or profile.coords
+        settings.view = settings.view or profile.view
+        ttl = min(settings.ttl_s or self.settings.default_ttl_s, self.settings.max_ttl_s)
+        decoded = await self._decode_all(request.images, raw_images)  # before the session exists: all or nothing
+        session = self.store.create(settings, settings.view.rule(), ttl)
+        try:
+            infos = self._register_inputs(session, decoded)
+            texts = self._add_texts(session, request.texts)
+        except Exception:
+            self.store.release(session.id)
+            raise
+        self.metrics.sessions_created.inc()
+        return SessionCreated(session_id=session.id, profile=profile.name, images=infos, texts=texts,
+                              expires_in_s=ttl)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        session = self.store.get(session_id)
+        return SessionInfo(
+            session_id=session.id, settings=session.settings, images=[e.info() for e in session.images],
+            texts=[TextInfo(key=k, length=len(v)) for k, v in session.texts.items()],
+            tool_calls=session.tool_calls, bytes_held=session.nbytes, expires_in_s=session.expires_in(),
+        )
+
+    def release(self, session_id: str) -> None:
+        self.store.release(session_id)
+
+    async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
+                         raw_images: Sequence[RawImage] = ()) -> list[ImageInfo]:
+        self.store.get(session_id)
+        decoded = await self._decode_all(images, raw_images)
+        session = self.store.get(session_id)  # may have expired while decoding
+        return self._register_inputs(session, decoded)
+
+    def add_texts(self, session_id: str, texts: dict[str, str] | list[str]) -> list[str]:
+        return self._add_texts(self.store.get(session_id), texts)
+
+    # -- intake -------------------------------------------------------------------------------
+    async def _decode_all(self, images: Sequence[ImageInput],
+                          raw_images: Sequence[RawImage]) -> list[tuple[DecodedImage, str | None]]:
+        s = self.settings
+        items: list[tuple[bytes, str | None]] = [(r.data, r.key) for r in raw_images]
+        for item in images:
+            items.append((await input_bytes(item, s), item.key))
+        if len(items) > s.max_images_per_session:
+            raise TooLarge(f"at most {s.max_images_per_session} images per session")
+        out = []
+        for data, key in items:
+            decoded = await self.pool.run(_decode, data, s.max_image_bytes, s.max_image_pixels)
+            out.append((decoded, key))
+        return out
+
+    def _register_inputs(self, session: Session, decoded: list[tuple[DecodedImage, str | None]]) -> list[ImageInfo]:
+        if len(session.images) + len(decoded) > self.settings.max_images_per_session:
+            raise TooLarge(f"at most {self.settings.max_images_per_session} images per session")
+        keys: list[str] = []
+        taken = set(session.by_key)
+        for _, key in decoded:
+            if key is None:
+                key = session.next_input_key(taken)
+            elif key in taken:
+                raise BadRequest(f"image key {key!r} already exists in this session", code="duplicate_key")
+            taken.add(key)
+            keys.append(key)
+        entries = []
+        for (image, _), key in zip(decoded, keys, strict=True):
+            view, view_error = compute_view(session.view_rule, image.pixels.size)
+            entries.append(ImageEntry(key=key, index=-1, origin="input", pixels=image.pixels, view_size=view,
+                                      view_error=view_error, source_bytes=image.source_bytes,
+                                      source_mime=image.mime))
+        self.store.charge(session, sum(e.nbytes for e in entries))
+        return [session.add_image(e).info() for e in entries]
+
+    def _add_texts(self, session: Session, texts: dict[str, str] | list[str]) -> list[str]:
+        s = self.settings
+        items = list(texts.items()) if isinstance(texts, dict) else [(None, t) for t in texts]
+        if len(session.texts) + len(items) > s.max_texts_per_session:
+            raise TooLarge(f"at most {s.max_texts_per_session} texts per session")
+        for key, text in items:
+            if len(text) > s.max_text_chars:
+                raise TooLarge(f"a text is limited to {s.max_text_chars} characters")
+            if key is not None and (not key or len(key) > 128):
+                raise BadRequest(f"text key {key!r} must have 1 to 128 characters")
+        added = []
+        nbytes = sum(len(t.encode()) for _, t in items)
+        self.store.charge(session, nbytes)
+        for key, text in items:
+            key = key or session.next_text_key()
+            session.texts[key] = text
+            added.append(key)
+        return added
+
+    async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]:
+        """An image's bytes: inputs as uploaded, tool images in the session's output format."""
+        session = self.store.get(session_id)
+        entry = session.resolve(int(key) if key.isdigit() else key)
+        if entry is None:
+            raise NotFound(f"no image {key!r} in this session; images: {session.keys}", code="unknown_image")
+        if fmt is None and entry.source_bytes is not None:
+            return entry.source_bytes, entry.source_mime or "application/octet-stream"
+        fmt = fmt or session.settings.output.format
+        if fmt not in OUTPUT_FORMATS:
+            raise BadRequest(f"format must be one of {list(OUTPUT_FORMATS)}")
+        if fmt not in entry.encoded:
+            data = await self.pool.run(self._encode, entry.pixels, fmt)
+            if session.by_key.get(entry.key) is entry:  # cache only while the session still holds it
+                with contextlib.suppress(TooLarge):
+                    self.store.charge(session, len(data))
+                    entry.encoded[fmt] = data
+            return data, OUTPUT_FORMATS[fmt]
+        return entry.encoded[fmt], OUTPUT_FORMATS[fmt]
+
+    def _encode(self, img, fmt: str) -> bytes:
+        s = self.settings
+        return encode_image(img, fmt, png_level=s.png_compress_level, jpeg_quality=s.jpeg_quality,
+                            webp_quality=s.webp_quality)
+
+    # -- tools --------------------------------------------------------------------------------
+    def list_tools(self, profile: str = "default", *, strict: bool = False, coords=None) -> list[dict[str, Any]]:
+        return get_profile(profile).openai_tools(strict=strict, coords=coords)
+
+    async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
+                        *, base_url: str = "") -> ToolResult:
+        session = self.store.get(session_id)
+        async with session.lock:
+            started = time.perf_counter()
+            result = await self._call_locked(session, name, arguments, base_url)
+            outcome = "ok" if result.ok else "error"
+            self.metrics.tool_calls.labels(result.tool, outcome).inc()
+            if result.error:
+                self.metrics.tool_errors.labels(result.tool, result.error.code).inc()
+            self.metrics.tool_latency.labels(result.tool).observe(time.perf_counter() - started)
+            return result
+
+    async def _call_locked(self, session: Session, name: str, arguments: Any, base_url: str) -> ToolResult:
+        profile = self._profile(session)
+        tool = profile.tools.get(name)
+        if tool is None:
+            return _failure(name, profile.unknown_tool_text(name), "unknown_tool")
+        limit = session.settings.max_tool_calls
+        if limit is None:
+            limit = profile.max_tool_calls
+        if limit is not None and session.tool_calls >= limit:
+            return _failure(name, profile.limit_message.format(limit=limit), "call_limit")
+        session.tool_calls += 1
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                return _failure(name, f"Error: the arguments of {name} are not valid JSON: {exc}.", "invalid_json")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return _failure(name, f"Error: the arguments of {name} must be a JSON object.", "invalid_arguments")
+        args = _parse_args(tool, arguments)
+        if isinstance(args, ToolResult):
+            return args
+        ctx = ToolContext.of(session, session.settings.coords)
+        output_settings = session.settings.output
+        try:
+            output, delivered = await self.pool.run(
+                self._run_and_encode, tool, ctx, args, output_settings.format, output_settings.delivery,
+                timeout=self.settings.tool_timeout_s,
+            )
+        except TimeoutError:
+            return _failure(name, f"Error: {name} did not finish within {self.settings.tool_timeout_s:g} s.",
+                            "timeout")
+        if not self.store.is_live(session):
+            return _failure(name, "Error: the session ended while the tool ran.", "session_gone")
+        return self._register_output(session, name, output, delivered, base_url)
+
+    def _run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str,
+                        delivery: str) -> tuple[ToolOutput, list[_Delivered]]:
+        """Runs in a worker thread: the tool itself, then the encoding its delivery needs."""
+        try:
+            output = tool.run(ctx, args)
+        except ToolFailure as failure:
+            return ToolOutput.failure(failure.text, failure.code), []
+        delivered = []
+        if output.ok and delivery != "ref":
+            images = [(img, None) for img in output.images] + [(e.pixels, e) for e in output.reused]
+            for offset, (img, entry) in enumerate(images):
+                if entry is not None and entry.source_bytes is not None and delivery == "inline":
+                    # An input returned again: its uploaded bytes are exact and cost no encoding.
+                    data, mime = entry.source_bytes, entry.source_mime or "application/octet-stream"
+                else:
+                    data, mime = self._encode(img, fmt), OUTPUT_FORMATS[fmt]
+                if delivery == "inline":
+                    delivered.append(_Delivered(mime=mime, data=data))
+                else:
+                    path = self._write_output(ctx.session_id, ctx.observation_key(offset), fmt, data)
+                    delivered.append(_Delivered(mime=mime, path=str(path)))
+        return output, delivered
+
+    def _write_output(self, session_id: str, key: str, fmt: str, data: bytes) -> Path:
+        directory = self.settings.resolved_output_dir().resolve() / session_id
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{key}.{'jpg' if fmt == 'jpeg' else fmt}"
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        return path
+
+    def _register_output(self, session: Session, name: str, output: ToolOutput, delivered: list[_Delivered],
+                         base_url: str) -> ToolResult:
+        if not output.ok:
+            return _failure(name, output.text, output.error_code or "tool_error", output.meta)
+        new_entries = []
+        pairs = [(img, None) for img in output.images] + [(e.pixels, e) for e in output.reused]
+        for offset, (img, source) in enumerate(pairs):
+            view, view_error = compute_view(session.view_rule, img.size)
+            new_entries.append(ImageEntry(
+                key=session.observation_key(offset), index=-1, origin=f"tool:{name}", pixels=img,
+                view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
+            ))
+        try:
+            self.store.charge(session, sum(e.nbytes for e in new_entries))
+        except TooLarge as exc:
+            return _failure(name, f"Error: {exc.message}", "session_full")
+        images = []
+        fmt = session.settings.output.format
+        for i, entry in enumerate(new_entries):
+            session.add_image(entry)
+            session.observations += 1
+            out = ResultImage(key=entry.key, index=entry.index, width=entry.size[0], height=entry.size[1],
+                              mime=OUTPUT_FORMATS[fmt])
+            if i < len(delivered):
+                out.mime = delivered[i].mime
+                if delivered[i].data is not None:
+                    out.data = base64.b64encode(delivered[i].data).decode("ascii")
+                out.path = delivered[i].path
+            if session.settings.output.delivery == "ref":
+                out.url = f"{base_url}/v1/sessions/{session.id}/images/{entry.key}"
+            images.append(out)
+        return ToolResult(ok=True, tool=name, text=output.text, images=images, meta=output.meta)
+
+    async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
+                                 image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:
+        """Run OpenAI `tool_calls` in order; returns the messages to append and the raw results."""
+        results = []
+        for call in tool_calls:
+            results.append(await self.call_tool(session_id, call.function.name, call.function.arguments,
+                                                base_url=base_url))
+        messages = tool_messages([c.id for c in tool_calls], results, image_message)
+        return ToolCallsResponse(messages=messages, results=results)
+
+
+def _decode(data: bytes, max_bytes: int, max_pixels: int) -> DecodedImage:
+    return decode_image(data, max_bytes=max_bytes, max_pixels=max_pixels)
+
+
+def _failure(tool: str, text: str, code: str, meta: dict | None = None) -> ToolResult:
+    return ToolResult(ok=False, tool=tool, text=text, error=ErrorInfo(code=code, message=text), meta=meta or {})
+
+
+def _parse_args(tool: Tool, arguments: dict[str, Any]) -> BaseModel | dict | ToolResult:
+    if tool.raw_arguments:
+        return arguments
+    try:
+        return tool.Args.model_validate(arguments)
+    except ValidationError as exc:
+        return _failure(tool.name, format_validation_error(tool.name, exc), "invalid_arguments")

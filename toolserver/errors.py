@@ -1,0 +1,78 @@
+"""Errors of the core. Each protocol-level error carries the HTTP status the adapters map it to.
+
+Tool-level failures are never exceptions that leave the core: they become `ToolResult(ok=False)`.
+"""
+
+from __future__ import annotations
+
+
+class ToolServerError(Exception):
+    status = 500
+    code = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class BadRequest(ToolServerError):
+    status = 422
+    code = "invalid_request"
+
+
+class ImageRejected(BadRequest):
+    code = "invalid_image"
+
+
+class Forbidden(ToolServerError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(ToolServerError):
+    status = 404
+    code = "not_found"
+
+
+class SessionGone(ToolServerError):
+    status = 410
+    code = "session_gone"
+
+
+class TooLarge(ToolServerError):
+    status = 413
+    code = "too_large"
+
+
+class Overloaded(ToolServerError):
+    status = 429
+    code = "overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(ToolServerError):
+    status = 503
+    code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Unauthorized(ToolServerError):
+    status = 401
+    code = "unauthorized"
+
+
+class ToolFailure(Exception):
+    """Raised inside a tool to end the call with `ok:false` and a model-readable text."""
+
+    def __init__(self, text: str, code: str = "invalid_arguments"):
+        super().__init__(text)
+        self.text = text
+        self.code = code

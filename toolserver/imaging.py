@@ -1,0 +1,117 @@
+"""Image intake and output encoding (Pillow), free of HTTP.
+
+Intake checks the byte size, reads only the header to refuse decompression bombs before decoding,
+decodes the first frame, applies EXIF orientation and composites alpha on white (as qwen-vl-utils'
+`to_rgb` does for RGBA; we do it for every mode with transparency). The decoded RGB pixels are what
+tools work on; the uploaded bytes are kept so GET returns exactly what was sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import re
+import warnings
+from dataclasses import dataclass
+
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+
+from toolserver.errors import ImageRejected, TooLarge
+
+# Our own pixel limit runs before decoding; Pillow's own bomb check would fire at a different limit.
+Image.MAX_IMAGE_PIXELS = None
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+
+OUTPUT_FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+_DATA_URI = re.compile(r"^data:(?P<mime>[\w/+.-]*)?(?P<params>(;[\w=.-]+)*)?;base64,", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DecodedImage:
+    pixels: Image.Image  # RGB, orientation applied
+    source_bytes: bytes
+    source_format: str  # Pillow's format name, e.g. "JPEG"
+
+    @property
+    def mime(self) -> str:
+        return Image.MIME.get(self.source_format, "application/octet-stream")
+
+
+def decode_base64(data: str, max_bytes: int) -> bytes:
+    """Plain base64 or a `data:` URI → bytes, refusing oversized payloads before decoding them."""
+    match = _DATA_URI.match(data)
+    payload = data[match.end() :] if match else data
+    if data.startswith("data:") and not match:
+        raise ImageRejected("a data: URI must be base64-encoded (data:<mime>;base64,<data>)")
+    if len(payload) * 3 // 4 > max_bytes + 3:
+        raise TooLarge(f"image is larger than the {max_bytes}-byte limit")
+    try:
+        return base64.b64decode("".join(payload.split()), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ImageRejected(f"image data is not valid base64: {exc}") from None
+
+
+def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> DecodedImage:
+    if len(data) > max_bytes:
+        raise TooLarge(f"image is {len(data)} bytes, over the {max_bytes}-byte limit")
+    if not data:
+        raise ImageRejected("image data is empty")
+    try:
+        img = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise ImageRejected("the data is not an image in a format the server reads "
+                            "(JPEG, PNG, WebP, GIF, BMP, TIFF)") from None
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise ImageRejected(f"the image data is broken or truncated: its header cannot be read ({exc})") from None
+    width, height = img.size
+    if width <= 0 or height <= 0:
+        raise ImageRejected(f"the image has an empty size {width}x{height}")
+    if width * height > max_pixels:
+        raise TooLarge(
+            f"image is {width}x{height} = {width * height} pixels, over the {max_pixels}-pixel limit "
+            "(refused before decoding)"
+        )
+    source_format = img.format or "unknown"
+    try:
+        img.seek(0)  # first frame of animations
+        img.load()
+        img = ImageOps.exif_transpose(img)
+        pixels = to_rgb(img)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise ImageRejected(f"the image data is broken or truncated: {exc}") from None
+    return DecodedImage(pixels=pixels, source_bytes=data, source_format=source_format)
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """RGB pixels; anything transparent is composited on white."""
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        # 16/32-bit greyscale: scale to 8 bits instead of clipping.
+        img = img.point(lambda v: v / 256).convert("L") if img.mode != "I" else img.convert("L")
+    if img.mode == "RGB":
+        return img
+    has_alpha = img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
+        img.mode == "P" and "transparency" in img.info
+    )
+    if has_alpha:
+        rgba = img.convert("RGBA")
+        background = Image.new("RGB", rgba.size, (255, 255, 255))
+        background.paste(rgba, mask=rgba.getchannel("A"))
+        return background
+    return img.convert("RGB")
+
+
+def encode_image(img: Image.Image, fmt: str, *, png_level: int = 1, jpeg_quality: int = 95,
+                 webp_quality: int = 90) -> bytes:
+    """Encode for output. PNG (lossless) by default: level 1 is the measured speed/size sweet spot."""
+    buf = io.BytesIO()
+    if fmt == "png":
+        img.save(buf, format="PNG", compress_level=png_level)
+    elif fmt == "jpeg":
+        img.save(buf, format="JPEG", quality=jpeg_quality)
+    elif fmt == "webp":
+        img.save(buf, format="WEBP", quality=webp_quality)
+    else:  # pragma: no cover - guarded by the settings model
+        raise ValueError(f"unknown output format {fmt!r}")
+    return buf.getvalue()

@@ -1,0 +1,28 @@
+"""Prometheus metrics, one registry per server instance (so tests can run several side by side)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.tool_calls = Counter("toolserver_tool_calls", "Tool calls by outcome", ["tool", "outcome"], registry=r)
+        self.tool_errors = Counter("toolserver_tool_errors", "Failed tool calls by code", ["tool", "code"],
+                                   registry=r)
+        self.tool_latency = Histogram("toolserver_tool_latency_seconds", "Tool call latency", ["tool"],
+                                      buckets=LATENCY_BUCKETS, registry=r)
+        self.overloaded = Counter("toolserver_overloaded", "Requests refused with 429", registry=r)
+        self.sessions_created = Counter("toolserver_sessions_created", "Sessions created", registry=r)
+
+    def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
+        Gauge(name, doc, registry=self.registry).set_function(fn)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

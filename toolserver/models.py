@@ -1,0 +1,187 @@
+"""Wire models shared by the core and the adapters (HTTP, MCP, client).
+
+These pydantic models are the contract of SPEC §2: field names here are the JSON field names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolserver.geometry import QWEN_FACTOR, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, Coords, ViewRule
+
+
+class ViewSettings(BaseModel):
+    """The resize the trainer applied before the model saw an image (used by `abs_view` coordinates).
+
+    Defaults are qwen-vl-utils' (`factor` 28, 4..16384 tokens). Groundlight: `{"factor": null,
+    "max_long_side": 1024}`. MGPO: `{"max_pixels": 1003520, "min_pixels": 200704}`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    factor: int | None = Field(default=QWEN_FACTOR, ge=1, le=1024)
+    min_pixels: int = Field(default=QWEN_MIN_PIXELS, ge=1)
+    max_pixels: int = Field(default=QWEN_MAX_PIXELS, ge=1)
+    max_long_side: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ViewSettings:
+        if self.max_pixels < self.min_pixels:
+            raise ValueError("max_pixels must be >= min_pixels")
+        return self
+
+    def rule(self) -> ViewRule:
+        return ViewRule(self.factor, self.min_pixels, self.max_pixels, self.max_long_side)
+
+
+class OutputSettings(BaseModel):
+    """How tool images come back: lossless PNG inline by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["png", "jpeg", "webp"] = "png"
+    delivery: Literal["inline", "ref", "path"] = "inline"
+
+
+class ImageInput(BaseModel):
+    """One image: exactly one of `data` (base64 or data: URI), `path` (under an allowed root) or `url`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: str | None = None
+    path: str | None = None
+    url: str | None = None
+    key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]{1,128}$")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ImageInput:
+        given = [name for name in ("data", "path", "url") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'data', 'path' or 'url'")
+        return self
+
+
+class SessionSettings(BaseModel):
+    """Fixed for the life of a session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profile: str = "default"
+    coords: Coords | None = Field(
+        default=None, description="Coordinate convention of the model; default: the profile's (rel1000)."
+    )
+    view: ViewSettings | None = Field(default=None, description="Model-view resize rule; default: the profile's.")
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    ttl_s: float | None = Field(default=None, gt=0, description="Idle time before expiry (server default 3600).")
+    max_tool_calls: int | None = Field(default=None, ge=0, description="Overrides the profile's call limit.")
+
+
+class CreateSessionRequest(SessionSettings):
+    images: list[ImageInput] = Field(default_factory=list)
+    texts: dict[str, str] | list[str] = Field(default_factory=dict)
+
+
+class ImageInfo(BaseModel):
+    key: str
+    index: int
+    width: int
+    height: int
+    view_width: int | None = None
+    view_height: int | None = None
+    view_error: str | None = None
+    origin: str = "input"
+
+
+class TextInfo(BaseModel):
+    key: str
+    length: int
+
+
+class SessionCreated(BaseModel):
+    session_id: str
+    profile: str
+    images: list[ImageInfo]
+    texts: list[str]
+    expires_in_s: float
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    settings: SessionSettings
+    images: list[ImageInfo]
+    texts: list[TextInfo]
+    tool_calls: int
+    bytes_held: int
+    expires_in_s: float
+
+
+class AddImagesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    images: list[ImageInput]
+
+
+class AddedImages(BaseModel):
+    images: list[ImageInfo]
+
+
+class AddTextsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    texts: dict[str, str] | list[str]
+
+
+class AddedTexts(BaseModel):
+    texts: list[str]
+
+
+class ResultImage(BaseModel):
+    key: str
+    index: int
+    width: int
+    height: int
+    mime: str
+    data: str | None = Field(default=None, description="base64, for `inline` delivery")
+    url: str | None = Field(default=None, description="GET it, for `ref` delivery")
+    path: str | None = Field(default=None, description="a file in the shared directory, for `path` delivery")
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+
+
+class ToolResult(BaseModel):
+    """One tool call's outcome. `ok:false` is a tool-level failure the model can read and fix."""
+
+    ok: bool
+    tool: str
+    text: str
+    images: list[ResultImage] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class OpenAIToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ToolCallsRequest(BaseModel):
+    tool_calls: list[OpenAIToolCall]
+    image_message: Literal["tool", "user"] = Field(
+        default="tool",
+        description="`tool`: images inside each tool message (Qwen/verl templates); `user`: text-only tool "
+        "messages followed by one user message with the images (OpenAI's own schema).",
+    )
+
+
+class ToolCallsResponse(BaseModel):
+    messages: list[dict[str, Any]]
+    results: list[ToolResult]

@@ -1,0 +1,1 @@
+"""Tools: one module each. `toolserver.profiles` assembles them into profiles."""

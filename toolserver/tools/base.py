@@ -1,0 +1,97 @@
+"""The small contract every tool implements.
+
+A tool is a typed arguments model (the schema the model sees is generated from it) plus `run`, a
+pure function of a read-only `ToolContext` that returns a `ToolOutput`. `run` executes in a worker
+thread; the core registers the images it returns into the session afterwards, so a call that times
+out changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from PIL import Image
+from pydantic import BaseModel
+
+from toolserver.errors import ToolFailure
+from toolserver.geometry import Coords
+from toolserver.session import ImageEntry, Session
+
+
+@dataclass
+class ToolOutput:
+    text: str
+    images: list[Image.Image] = field(default_factory=list)
+    # Existing images returned again (lookback): each gets a new observation key, pixels shared.
+    reused: list[ImageEntry] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    error_code: str | None = None
+
+    @classmethod
+    def failure(cls, text: str, code: str, **meta: Any) -> ToolOutput:
+        return cls(text=text, ok=False, error_code=code, meta=meta)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may see of its session while it runs (snapshotted before the call)."""
+
+    session_id: str
+    images: tuple[ImageEntry, ...]
+    texts: dict[str, str]
+    coords: Coords
+    observations: int  # tool images returned so far in this session
+
+    @classmethod
+    def of(cls, session: Session, coords: Coords) -> ToolContext:
+        return cls(session.id, tuple(session.images), dict(session.texts), coords, session.observations)
+
+    def observation_key(self, offset: int = 0) -> str:
+        return f"observation_{self.observations + 1 + offset}"
+
+    @property
+    def keys(self) -> list[str]:
+        return [e.key for e in self.images]
+
+    def find(self, ref: str | int) -> ImageEntry | None:
+        if isinstance(ref, bool):
+            return None
+        if isinstance(ref, int):
+            return self.images[ref] if 0 <= ref < len(self.images) else None
+        for entry in self.images:
+            if entry.key == ref:
+                return entry
+        return None
+
+    def image(self, ref: str | int) -> ImageEntry:
+        """Resolve a key or 0-based index, or fail with a text that lists what exists."""
+        entry = self.find(ref)
+        if entry is not None:
+            return entry
+        if not self.images:
+            raise ToolFailure("Error: this session has no images yet; upload one first.", "unknown_image")
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            raise ToolFailure(
+                f"Error: image index {ref} is out of range; valid indices are 0 to {len(self.images) - 1}.",
+                "unknown_image",
+            )
+        raise ToolFailure(
+            f"Error: unknown image {ref!r}. Available images: {self.keys} (or their 0-based indices).",
+            "unknown_image",
+        )
+
+
+class Tool:
+    """Subclasses set `name`, `description`, `Args`, and implement `run`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+    # Seed profiles reproduce their own validation order and message texts, so they receive the raw
+    # arguments dict; the schema still comes from `Args`.
+    raw_arguments: ClassVar[bool] = False
+
+    def run(self, ctx: ToolContext, args: Any) -> ToolOutput:  # pragma: no cover - abstract
+        raise NotImplementedError
