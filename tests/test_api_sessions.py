@@ -12,7 +12,6 @@ from PIL import Image
 
 from tests.conftest import PHOTOS, b64, gradient, photo, png_bytes
 from toolserver.api import create_app
-from toolserver.config import Settings
 
 
 def create(client, **body):

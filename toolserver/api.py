@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -19,7 +20,7 @@ from starlette.datastructures import UploadFile
 from toolserver import __version__
 from toolserver.config import Settings
 from toolserver.core import Core, RawImage
-from toolserver.errors import BadRequest, ToolServerError, TooLarge, Unauthorized
+from toolserver.errors import BadRequest, TooLarge, ToolServerError, Unauthorized
 from toolserver.geometry import Coords
 from toolserver.models import (
     AddedImages,
@@ -104,6 +105,27 @@ class BodyLimit:
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+class ProcessTime:
+    """Adds `X-Process-Time` (seconds spent in the server, as verl-tool reports it) to every response."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                elapsed = f"{time.perf_counter() - started:.6f}".encode()
+                message = {**message, "headers": [*message.get("headers", []), (b"x-process-time", elapsed)]}
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
 
 
 async def _form_images(request: Request) -> tuple[list[RawImage], dict[str, str]]:
@@ -285,6 +307,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         return Response(core.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(ProcessTime)
     return app
 
 

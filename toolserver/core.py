@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from toolserver.config import Settings
-from toolserver.errors import BadRequest, NotFound, ToolFailure, TooLarge
+from toolserver.errors import BadRequest, NotFound, TooLarge, ToolFailure
 from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image
 from toolserver.messages import tool_messages
 from toolserver.metrics import Metrics
@@ -58,7 +58,7 @@ class RawImage:
 @dataclass(frozen=True)
 class _Delivered:
     mime: str
-    data: bytes | None = None  # encoded bytes for inline delivery
+    data: str | None = None  # base64 of the encoded image, for inline delivery (encoded off the event loop)
     path: str | None = None
 
 
@@ -299,7 +299,7 @@ class Core:
                 else:
                     data, mime = self._encode(img, fmt), OUTPUT_FORMATS[fmt]
                 if delivery == "inline":
-                    delivered.append(_Delivered(mime=mime, data=data))
+                    delivered.append(_Delivered(mime=mime, data=base64.b64encode(data).decode("ascii")))
                 else:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), fmt, data)
                     delivered.append(_Delivered(mime=mime, path=str(path)))
@@ -339,8 +339,7 @@ class Core:
                               mime=OUTPUT_FORMATS[fmt])
             if i < len(delivered):
                 out.mime = delivered[i].mime
-                if delivered[i].data is not None:
-                    out.data = base64.b64encode(delivered[i].data).decode("ascii")
+                out.data = delivered[i].data
                 out.path = delivered[i].path
             if session.settings.output.delivery == "ref":
                 out.url = f"{base_url}/v1/sessions/{session.id}/images/{entry.key}"

@@ -1,0 +1,73 @@
+"""Shared pieces of the benchmarks: test photos, a server process, percentiles."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+PHOTOS = ROOT.parent / "shared" / "data" / "photos"
+
+
+def photo_4000x3000() -> bytes:
+    """A real 4000x3000 photograph (centre of Dragonfly_by_Bolly, 4224x3168), as a JPEG q95."""
+    img = Image.open(PHOTOS / "Dragonfly_by_Bolly.jpg").convert("RGB")
+    left, top = (img.width - 4000) // 2, (img.height - 3000) // 2
+    buf = io.BytesIO()
+    img.crop((left, top, left + 4000, top + 3000)).save(buf, format="JPEG", quality=95)
+    return buf.getvalue()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"n": len(values), "p50_ms": percentile(values, 50) * 1e3, "p99_ms": percentile(values, 99) * 1e3,
+            "mean_ms": statistics.fmean(values) * 1e3}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`toolserver serve` in a child process on a free loopback port."""
+
+    def __init__(self, env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full_env = {**os.environ, "TOOLSERVER_PORT": str(self.port), **(env or {})}
+        self.proc = subprocess.Popen([sys.executable, "-m", "toolserver.cli", "serve", "--log-level", "warning"],
+                                     env=full_env)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=0.5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        self.proc.kill()
+        raise RuntimeError("server did not start")
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
