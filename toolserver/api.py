@@ -23,6 +23,8 @@ from toolserver.core import Core, RawImage
 from toolserver.errors import BadRequest, TooLarge, ToolServerError, Unauthorized
 from toolserver.geometry import Coords
 from toolserver.models import (
+    ActRequest,
+    ActResponse,
     AddedImages,
     AddedTexts,
     AddImagesRequest,
@@ -289,6 +291,11 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         result = await core.execute_tool_calls(session_id, body.tool_calls, body.image_message,
                                                base_url=_base_url(request))
         return _json(result)
+
+    @app.post("/v1/sessions/{session_id}/act", response_model=ActResponse, tags=["tools"],
+              summary="Parse raw model output, run the tool calls in it, render the observation")
+    async def act(session_id: str, body: ActRequest, request: Request) -> Response:
+        return _json(await core.act(session_id, body.text, body.format, base_url=_base_url(request)))
 
     # -- operations -------------------------------------------------------------------------------
     @app.get("/healthz", tags=["operations"], summary="Liveness")

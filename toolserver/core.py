@@ -22,9 +22,10 @@ from pydantic import BaseModel, ValidationError
 from toolserver.config import Settings
 from toolserver.errors import BadRequest, NotFound, TooLarge, ToolFailure
 from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image
-from toolserver.messages import tool_messages
+from toolserver.messages import observation_messages, tool_messages
 from toolserver.metrics import Metrics
 from toolserver.models import (
+    ActResponse,
     CreateSessionRequest,
     ErrorInfo,
     ImageInfo,
@@ -38,6 +39,7 @@ from toolserver.models import (
     ToolCallsResponse,
     ToolResult,
 )
+from toolserver.parsers import parse
 from toolserver.pool import WorkPool
 from toolserver.profiles import Profile, get_profile
 from toolserver.session import ImageEntry, Session, SessionStore, compute_view
@@ -290,7 +292,7 @@ class Core:
         except ToolFailure as failure:
             return ToolOutput.failure(failure.text, failure.code), []
         delivered = []
-        if output.ok and delivery != "ref":
+        if delivery != "ref":
             images = [(img, None) for img in output.images] + [(e.pixels, e) for e in output.reused]
             for offset, (img, entry) in enumerate(images):
                 if entry is not None and entry.source_bytes is not None and delivery == "inline":
@@ -316,8 +318,6 @@ class Core:
 
     def _register_output(self, session: Session, name: str, output: ToolOutput, delivered: list[_Delivered],
                          base_url: str) -> ToolResult:
-        if not output.ok:
-            return _failure(name, output.text, output.error_code or "tool_error", output.meta)
         new_entries = []
         pairs = [(img, None) for img in output.images] + [(e.pixels, e) for e in output.reused]
         for offset, (img, source) in enumerate(pairs):
@@ -344,7 +344,8 @@ class Core:
             if session.settings.output.delivery == "ref":
                 out.url = f"{base_url}/v1/sessions/{session.id}/images/{entry.key}"
             images.append(out)
-        return ToolResult(ok=True, tool=name, text=output.text, images=images, meta=output.meta)
+        error = None if output.ok else ErrorInfo(code=output.error_code or "tool_error", message=output.text)
+        return ToolResult(ok=output.ok, tool=name, text=output.text, images=images, error=error, meta=output.meta)
 
     async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
                                  image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:
@@ -355,6 +356,35 @@ class Core:
                                                 base_url=base_url))
         messages = tool_messages([c.id for c in tool_calls], results, image_message)
         return ToolCallsResponse(messages=messages, results=results)
+
+    async def act(self, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "") -> ActResponse:
+        """Find the tool calls in raw model output, run them, and render the observation."""
+        session = self.store.get(session_id)
+        fmt = self._profile(session).call_format if fmt == "auto" else fmt
+        parsed = parse(text, fmt)
+        calls: list[dict[str, Any]] = []
+        results: list[ToolResult] = []
+        for error in parsed.errors:
+            calls.append({"name": None, "arguments": None, "error": error})
+            results.append(_failure("parser", error, "parse_error"))
+        for call in parsed.calls:
+            calls.append({"name": call.name, "arguments": call.arguments, "error": None})
+            results.append(await self.call_tool(session_id, call.name, call.arguments, base_url=base_url))
+        if fmt == "groundlight":
+            results = [_groundlight_wrap(r) for r in results]
+        return ActResponse(format=fmt, calls=calls, results=results,
+                           observation=observation_messages(fmt, results))
+
+
+def _groundlight_wrap(result: ToolResult) -> ToolResult:
+    """Groundlight's environment names unknown tools and wraps other failures in its own words."""
+    if result.ok or result.tool == "parser" or result.text.startswith("Error: Parsing arguments"):
+        return result
+    if result.error and result.error.code == "unknown_tool":
+        text = f"Error: Unknown tool '{result.tool}' specified. Valid tools are: zoom"
+    else:
+        text = f"Error: During execution of tool '{result.tool}': {result.text}"
+    return result.model_copy(update={"text": text, "error": ErrorInfo(code=result.error.code, message=text)})
 
 
 def _decode(data: bytes, max_bytes: int, max_pixels: int) -> DecodedImage:

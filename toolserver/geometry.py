@@ -76,16 +76,25 @@ def fit_long_side(width: int, height: int, max_long_side: int) -> tuple[int, int
 class ViewRule:
     """How the trainer resized an image before the model saw it.
 
-    `max_long_side` (if set) shrinks first; then, if `factor` is set, Qwen `smart_resize` applies.
+    `max_long_side` (if set) shrinks first; `prescale_*` (if set) is MGPO's `process_image` (scale the
+    pixel count into [min, max], `int()` sides); then, if `factor` is set, Qwen `smart_resize` applies.
     """
 
     factor: int | None = QWEN_FACTOR
     min_pixels: int = QWEN_MIN_PIXELS
     max_pixels: int = QWEN_MAX_PIXELS
     max_long_side: int | None = None
+    prescale_max_pixels: int | None = None
+    prescale_min_pixels: int | None = None
 
     def view_size(self, width: int, height: int) -> tuple[int, int]:
         """(view_width, view_height) of an original of `width` x `height`; raises CoordError."""
+        if self.prescale_max_pixels is not None and width * height > self.prescale_max_pixels:
+            scale = math.sqrt(self.prescale_max_pixels / (width * height))
+            width, height = int(width * scale), int(height * scale)
+        if self.prescale_min_pixels is not None and width * height < self.prescale_min_pixels:
+            scale = math.sqrt(self.prescale_min_pixels / (width * height))
+            width, height = int(width * scale), int(height * scale)
         if self.max_long_side is not None:
             width, height = fit_long_side(width, height, self.max_long_side)
         if self.factor is not None:

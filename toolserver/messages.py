@@ -45,3 +45,28 @@ def tool_messages(call_ids: Sequence[str], results: Sequence[ToolResult],
     if follow_up:
         messages.append({"role": "user", "content": follow_up})
     return messages
+
+
+def observation_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
+    """Tool results rendered the way each system feeds them back to the model.
+
+    hermes (ARM-Thinker, Qwen, IMAgent): a `tool` message per call, images first then text.
+    groundlight: a `user` message; an image is introduced by `<image_name> tool_result_N </image_name>`,
+    a text result is wrapped as `<result>\n…\n</result>`.
+    mgpo, mags-rl, mini-o3: one `user` message with the text, then the images.
+    """
+    messages: list[dict[str, Any]] = []
+    for result in results:
+        images = [image_part(img) for img in result.images]
+        if fmt == "hermes":
+            content: Any = [*images, {"type": "text", "text": result.text}] if images else result.text
+            messages.append({"role": "tool", "content": content})
+        elif fmt == "groundlight":
+            if result.ok and images:
+                messages.append({"role": "user", "content": [{"type": "text", "text": result.text}, *images]})
+            else:
+                messages.append({"role": "user", "content": f"<result>\n{result.text}\n</result>"})
+        else:
+            content = [{"type": "text", "text": result.text}, *images] if images else result.text
+            messages.append({"role": "user", "content": content})
+    return messages

@@ -16,7 +16,7 @@ class ViewSettings(BaseModel):
     """The resize the trainer applied before the model saw an image (used by `abs_view` coordinates).
 
     Defaults are qwen-vl-utils' (`factor` 28, 4..16384 tokens). Groundlight: `{"factor": null,
-    "max_long_side": 1024}`. MGPO: `{"max_pixels": 1003520, "min_pixels": 200704}`.
+    "max_long_side": 1024}`. MGPO: `{"prescale_max_pixels": 1003520, "prescale_min_pixels": 200704}`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -25,6 +25,8 @@ class ViewSettings(BaseModel):
     min_pixels: int = Field(default=QWEN_MIN_PIXELS, ge=1)
     max_pixels: int = Field(default=QWEN_MAX_PIXELS, ge=1)
     max_long_side: int | None = Field(default=None, ge=1)
+    prescale_max_pixels: int | None = Field(default=None, ge=1, description="MGPO's process_image cap")
+    prescale_min_pixels: int | None = Field(default=None, ge=1, description="MGPO's process_image floor")
 
     @model_validator(mode="after")
     def _bounds(self) -> ViewSettings:
@@ -33,7 +35,8 @@ class ViewSettings(BaseModel):
         return self
 
     def rule(self) -> ViewRule:
-        return ViewRule(self.factor, self.min_pixels, self.max_pixels, self.max_long_side)
+        return ViewRule(self.factor, self.min_pixels, self.max_pixels, self.max_long_side,
+                        self.prescale_max_pixels, self.prescale_min_pixels)
 
 
 class OutputSettings(BaseModel):
@@ -185,3 +188,17 @@ class ToolCallsRequest(BaseModel):
 class ToolCallsResponse(BaseModel):
     messages: list[dict[str, Any]]
     results: list[ToolResult]
+
+
+class ActRequest(BaseModel):
+    text: str = Field(description="The model's raw output.")
+    format: Literal["auto", "hermes", "groundlight", "mags-rl", "mgpo", "mini-o3"] = Field(
+        default="auto", description="`auto`: the session profile's own format.")
+
+
+class ActResponse(BaseModel):
+    format: str
+    calls: list[dict[str, Any]]
+    results: list[ToolResult]
+    observation: list[dict[str, Any]] = Field(
+        description="The messages to append, rendered the way the profile's system renders tool output.")

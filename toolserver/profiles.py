@@ -12,8 +12,14 @@ from toolserver.errors import BadRequest
 from toolserver.geometry import Coords
 from toolserver.models import ViewSettings
 from toolserver.schema import function_tool
+from toolserver.tools.arm_thinker import ArmZoom, ArmZoomQwen3
 from toolserver.tools.base import Tool
+from toolserver.tools.groundlight import GroundlightZoom
+from toolserver.tools.imagent import ImagentLookback, ImagentZoomIn
 from toolserver.tools.lookback import LookbackReuse
+from toolserver.tools.mags_rl import MagsZoom
+from toolserver.tools.mgpo import MgpoGrounding
+from toolserver.tools.qwen3vl import Qwen3Zoom
 from toolserver.tools.zoom_in import COORD_PHRASES, ZoomIn
 
 DEFAULT_LIMIT_MESSAGE = (
@@ -31,6 +37,7 @@ class Profile:
     view: ViewSettings = field(default_factory=ViewSettings)
     max_tool_calls: int | None = None
     limit_message: str = DEFAULT_LIMIT_MESSAGE
+    call_format: str = "hermes"  # how `/act` reads this system's raw model output (toolserver.parsers)
 
     def unknown_tool_text(self, name: str) -> str:
         return f"Error: unknown tool {name!r}. Available tools: {', '.join(self.tools)}."
@@ -56,13 +63,33 @@ def _substitute(node: Any, subs: dict[str, str]) -> Any:
     return node
 
 
+def _tools(*tools: Tool) -> dict[str, Tool]:
+    return {tool.name: tool for tool in tools}
+
+
 def _build_profiles() -> dict[str, Profile]:
-    default = Profile(
-        name="default",
-        description="Canonical toolset: zoom_in and lookback_reuse, with any coordinate convention.",
-        tools={tool.name: tool for tool in (ZoomIn(), LookbackReuse())},
-    )
-    return {p.name: p for p in (default,)}
+    profiles = [
+        Profile("default", "Canonical toolset: zoom_in and lookback_reuse, with any coordinate convention.",
+                _tools(ZoomIn(), LookbackReuse())),
+        Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000).",
+                _tools(ArmZoom())),
+        Profile("arm-thinker-qwen3vl", "ARM-Thinker's Qwen3-VL variant: image_zoom_in_tool with img_idx and label.",
+                _tools(ArmZoomQwen3())),
+        Profile("qwen3-vl", "Qwen-Agent's official Qwen3-VL image_zoom_in_tool (bbox_2d, label, img_idx).",
+                _tools(Qwen3Zoom())),
+        Profile("groundlight", "Groundlight r1_vlm: zoom on a keypoint, <tool> key-value calls, images <= 1024 px.",
+                _tools(GroundlightZoom()), coords=Coords.ABS_VIEW,
+                view=ViewSettings(factor=None, max_long_side=1024), call_format="groundlight"),
+        Profile("mgpo", "MGPO: one grounding crop from a fenced-JSON bbox_2d in model-input pixels.",
+                _tools(MgpoGrounding()), coords=Coords.ABS_VIEW,
+                view=ViewSettings(prescale_max_pixels=1003520, prescale_min_pixels=200704),
+                max_tool_calls=1, call_format="mgpo"),
+        Profile("imagent", "IMAgent: zoom_in and lookback_reuse by image index, at most 5 calls.",
+                _tools(ImagentZoomIn(), ImagentLookback()), max_tool_calls=5),
+        Profile("mags-rl", "Mags-RL: <zoom>[[x1,y1,x2,y2],...]</zoom> magnifying glass, boxes under 40% of the image.",
+                _tools(MagsZoom()), coords=Coords.ABS_VIEW, max_tool_calls=1, call_format="mags-rl"),
+    ]
+    return {p.name: p for p in profiles}
 
 
 PROFILES: dict[str, Profile] = _build_profiles()

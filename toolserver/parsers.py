@@ -1,0 +1,179 @@
+"""Parsers for the tool-call formats models emit (SPEC §7). They never raise.
+
+Each returns the calls found and, for anything malformed, a model-readable error in that system's own
+words where the system defines them (Groundlight, MGPO, Mini-o3) — never a silent drop (verl's Hermes
+parser only logs bad calls).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMATS = ("hermes", "groundlight", "mags-rl", "mgpo", "mini-o3")
+
+_HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_GROUNDLIGHT = re.compile(r"<tool>\s*(.*?)\s*</tool>", re.DOTALL)
+_ZOOM = re.compile(r"<zoom>(.*?)</zoom>", re.DOTALL)
+_MGPO = re.compile(r"```json\n([\s\S]*?)\n```")
+_GROUNDING = re.compile(r"<grounding>(.*?)</grounding>", re.DOTALL)
+
+
+@dataclass
+class ParsedCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Parsed:
+    format: str
+    calls: list[ParsedCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _json(text: str) -> tuple[Any, str | None]:
+    try:
+        return json.loads(text), None
+    except (json.JSONDecodeError, ValueError) as exc:
+        return None, str(exc)
+
+
+def parse_hermes(text: str) -> Parsed:
+    out = Parsed("hermes")
+    for i, match in enumerate(_HERMES.finditer(text), start=1):
+        value, err = _json(match.group(1).strip())
+        if err is not None:
+            out.errors.append(f"Error: tool call {i} is not valid JSON ({err}). Write "
+                              '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.')
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            out.errors.append(f'Error: tool call {i} must be a JSON object with a "name" and "arguments".')
+            continue
+        arguments = value.get("arguments", {})
+        if isinstance(arguments, str):  # some models double-encode the arguments
+            arguments, err = _json(arguments) if arguments.strip() else ({}, None)
+        if err is not None or not isinstance(arguments, dict):
+            out.errors.append(f'Error: the "arguments" of tool call {i} ({value["name"]}) must be a JSON object.')
+            continue
+        out.calls.append(ParsedCall(value["name"], arguments))
+    closed = text.count("</tool_call>")
+    if text.count("<tool_call>") > closed:
+        out.errors.append("Error: a <tool_call> is not closed with </tool_call>.")
+    return out
+
+
+def parse_groundlight_args(blob: str) -> dict[str, str]:
+    """Groundlight's key-value lines: `key: value`, split at the first ': ', later keys overwrite."""
+    args: dict[str, str] = {}
+    for line in blob.strip().split("\n"):
+        line = line.strip()
+        if not line or ": " not in line:
+            continue
+        key, value = line.split(": ", 1)
+        args[key.strip()] = value.strip()
+    return args
+
+
+def parse_groundlight(text: str) -> Parsed:
+    out = Parsed("groundlight")
+    match = _GROUNDLIGHT.search(text)
+    if match is None:
+        if "<answer>" not in text:
+            out.errors.append("Error: No tool call or answer found in your last message.")
+        return out
+    raw = parse_groundlight_args(match.group(1))
+    name = raw.get("name")
+    if not name:
+        out.errors.append("Error: Tool call must specify 'name' in key-value format.")
+        return out
+    if name != "zoom":
+        out.calls.append(ParsedCall(name, {k: v for k, v in raw.items() if k != "name"}))
+        return out
+    problem = _zoom_args_problem(raw)
+    if problem is not None:
+        out.errors.append(f"Error: Parsing arguments for tool 'zoom': {problem}")
+        return out
+    out.calls.append(ParsedCall("zoom", {"keypoint": json.loads(raw["keypoint"])}))
+    return out
+
+
+def _zoom_args_problem(raw: dict[str, str]) -> str | None:
+    expected = {"name", "keypoint"}
+    missing, extra = expected - set(raw), set(raw) - expected
+    if missing:
+        return f"Missing required arguments for zoom tool: {', '.join(sorted(missing))}"
+    if extra:
+        return f"Unexpected arguments for zoom tool: {', '.join(sorted(extra))}"
+    value, err = _json(raw["keypoint"])
+    if err is not None:
+        return f"Error: Invalid JSON format for 'keypoint': '{raw['keypoint']}'"
+    if not isinstance(value, list) or len(value) != 2:
+        return "Error: 'keypoint' must be a JSON list of two elements."
+    if not all(isinstance(v, int) for v in value):
+        return "Error: Both elements in 'keypoint' list must be integers."
+    return None
+
+
+def parse_mags_rl(text: str) -> Parsed:
+    out = Parsed("mags-rl")
+    match = _ZOOM.search(text)
+    if match is None:
+        if "<answer>" not in text:
+            out.errors.append("Zoom failed: no <zoom>[[x1, y1, x2, y2], ...]</zoom> found inside <think>.")
+        return out
+    value, err = _json(match.group(1).strip())
+    if err is not None or not isinstance(value, list) or not value or not all(isinstance(b, list) for b in value):
+        reason = err or "expected a list of boxes"
+        out.errors.append(f"Zoom failed: cannot read the boxes ({reason}). "
+                          "Use double brackets: <zoom>[[x1, y1, x2, y2], ...]</zoom>.")
+        return out
+    out.calls.append(ParsedCall("zoom", {"boxes": value}))
+    return out
+
+
+def parse_mgpo(text: str) -> Parsed:
+    """MGPO: the first fenced ```json block holding a list whose first usable item has an integer `bbox_2d`
+    of 4 and a string `label`. No such block is itself an outcome: the grounding tool then returns the
+    original image with MGPO's message."""
+    out = Parsed("mgpo")
+    for match in _MGPO.finditer(text):
+        value, err = _json(match.group(1).strip())
+        if err is not None or not isinstance(value, list) or not value:
+            continue
+        for item in value:
+            if not isinstance(item, dict):
+                break
+            bbox = item.get("bbox_2d")
+            if (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, int) for v in bbox)
+                    and isinstance(item.get("label"), str)):
+                out.calls.append(ParsedCall("grounding", {"bbox_2d": bbox, "label": item["label"]}))
+                return out
+    out.calls.append(ParsedCall("grounding", {"bbox_2d": None, "label": None}))
+    return out
+
+
+def parse_mini_o3(text: str) -> Parsed:
+    out = Parsed("mini-o3")
+    for match in _GROUNDING.finditer(text):
+        value, err = _json(match.group(1).strip())
+        if err is not None or not isinstance(value, dict) or "bbox_2d" not in value:
+            info = err or 'expected {"bbox_2d": [x0, y0, x1, y1], "source": "original_image"}'
+            out.errors.append(f"ERROR occurs during grounding. Error Information: {info}.\n")
+            continue
+        out.calls.append(ParsedCall("zoom_in", {"image": value.get("source", "original_image"),
+                                                "bbox_2d": value["bbox_2d"]}))
+    return out
+
+
+PARSERS = {"hermes": parse_hermes, "groundlight": parse_groundlight, "mags-rl": parse_mags_rl,
+           "mgpo": parse_mgpo, "mini-o3": parse_mini_o3}
+
+
+def parse(text: str, fmt: str) -> Parsed:
+    try:
+        return PARSERS[fmt](text)
+    except Exception as exc:  # a parser bug must reach the model as text, never as a 500
+        return Parsed(fmt, errors=[f"Error: could not read the tool call: {exc}"])
