@@ -24,7 +24,7 @@ def decode(result_image: dict) -> Image.Image:
 def test_tools_listing_is_openai_shaped(client):
     tools = client.get("/v1/tools").json()
     names = [t["function"]["name"] for t in tools]
-    assert names[:2] == ["zoom_in", "lookback_reuse"]
+    assert names == ["zoom_in", "keypoint_zoom", "lookback_reuse"]
     zoom = tools[0]
     assert zoom["type"] == "function"
     params = zoom["function"]["parameters"]
@@ -229,3 +229,30 @@ def test_session_call_limit(client):
     assert client.post(f"/v1/sessions/{sid}/tools/zoom_in", json=args).json()["ok"]
     body = client.post(f"/v1/sessions/{sid}/tools/zoom_in", json=args).json()
     assert body["ok"] is False and body["error"]["code"] == "call_limit" and "limit of 1 tool calls" in body["text"]
+
+
+@pytest.mark.parametrize(
+    ("size", "coords", "point", "box", "out"),
+    [
+        ((2000, 1000), "abs_original", [1000, 500], [800, 300, 1200, 700], (2000, 2000)),
+        ((2000, 1000), "rel1000", [0, 0], [0, 0, 400, 400], (2000, 2000)),
+        ((2000, 1000), "rel1", [1.0, 1.0], [1600, 600, 2000, 1000], (2000, 2000)),  # the edge point clamps to 1999
+        ((300, 200), "abs_original", [150, 100], [0, 0, 300, 200], (400, 267)),  # smaller than the window
+        ((1, 1), "rel1000", [500, 500], [0, 0, 1, 1], (400, 400)),
+    ],
+)
+def test_keypoint_zoom(client, size, coords, point, box, out):
+    sid = session(client, gradient(*size), coords=coords)
+    body = client.post(f"/v1/sessions/{sid}/tools/keypoint_zoom", json={"keypoint": point}).json()
+    assert body["ok"], body["text"]
+    assert body["meta"]["box_original"] == box
+    img = decode(body["images"][0])
+    assert img.size == out
+    crop = gradient(*size).crop(tuple(box))
+    assert img.tobytes() == crop.resize(out, Image.Resampling.LANCZOS).tobytes()
+
+
+def test_keypoint_zoom_outside(client):
+    sid = session(client, gradient(100, 100))
+    body = client.post(f"/v1/sessions/{sid}/tools/keypoint_zoom", json={"keypoint": [1001, 5]}).json()
+    assert body["ok"] is False and body["error"]["code"] == "invalid_point" and "outside the image" in body["text"]

@@ -16,6 +16,7 @@ from toolserver.tools.arm_thinker import ArmZoom, ArmZoomQwen3
 from toolserver.tools.base import Tool
 from toolserver.tools.groundlight import GroundlightZoom
 from toolserver.tools.imagent import ImagentLookback, ImagentZoomIn
+from toolserver.tools.keypoint_zoom import KeypointZoom
 from toolserver.tools.lookback import LookbackReuse
 from toolserver.tools.mags_rl import MagsZoom
 from toolserver.tools.mgpo import MgpoGrounding
@@ -69,8 +70,8 @@ def _tools(*tools: Tool) -> dict[str, Tool]:
 
 def _build_profiles() -> dict[str, Profile]:
     profiles = [
-        Profile("default", "Canonical toolset: zoom_in and lookback_reuse, with any coordinate convention.",
-                _tools(ZoomIn(), LookbackReuse())),
+        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom and lookback_reuse, any coordinate convention.",
+                _tools(ZoomIn(), KeypointZoom(), LookbackReuse())),
         Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000).",
                 _tools(ArmZoom())),
         Profile("arm-thinker-qwen3vl", "ARM-Thinker's Qwen3-VL variant: image_zoom_in_tool with img_idx and label.",

@@ -63,7 +63,8 @@ class MagsZoom(Tool):
         for i, box in enumerate(args.boxes):
             checked = self.check(ctx, box)
             if isinstance(checked, str):
-                problems.append(f"box {i + 1} {box}: {checked}")
+                shown = [int(v) if isinstance(v, float) and v.is_integer() else v for v in box]
+                problems.append(f"box {i + 1} {shown}: {checked}")
             else:
                 boxes.append(list(checked))
                 crops.append(entry.pixels.crop(checked))
