@@ -13,7 +13,7 @@ import time
 
 import httpx
 
-from bench.common import Server, photo_4000x3000, summary
+from bench.common import Server, abba, photo_4000x3000, summary
 from toolserver.config import Settings
 from toolserver.core import Core
 from toolserver.models import CreateSessionRequest, ImageInput
@@ -26,30 +26,21 @@ async def side_by_side(iterations: int, image_b64: str, server: Server) -> dict:
     local = await core.create_session(CreateSessionRequest(images=[ImageInput(data=image_b64)]))
     async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
         remote = (await client.post("/v1/sessions", json={"images": [{"data": image_b64}]})).json()["session_id"]
-        in_process, over_http, server_side = [], [], []
+        server_side: list[float] = []
 
         async def local_call() -> None:
-            t = time.perf_counter()
             result = await core.call_tool(local.session_id, "zoom_in", ARGS)
-            in_process.append(time.perf_counter() - t)
             assert result.ok and result.images[0].data
 
         async def http_call() -> None:
-            t = time.perf_counter()
             response = await client.post(f"/v1/sessions/{remote}/tools/zoom_in", json=ARGS)
             body = response.json()
-            over_http.append(time.perf_counter() - t)
             server_side.append(float(response.headers["x-process-time"]))
             assert body["ok"] and body["images"][0]["data"]
 
-        # Alternate, and swap the order every iteration (ABBA): on this 2-core machine whichever runs
-        # second is measurably slower, so a fixed order would bias the ratio.
-        for i in range(iterations + 4):
-            first, second = (local_call, http_call) if i % 2 == 0 else (http_call, local_call)
-            await first()
-            await second()
+        in_process, over_http = await abba(local_call, http_call, iterations, warmup=4)
     await core.stop()
-    a, b, s = summary(in_process[4:]), summary(over_http[4:]), summary(server_side[4:])
+    a, b, s = summary(in_process), summary(over_http), summary(server_side[4:])
     return {"in_process": a, "http": b, "http_server_side": s,
             "http_over_in_process_p50": b["p50_ms"] / a["p50_ms"], "crop": "1000x750"}
 

@@ -71,3 +71,24 @@ class Server:
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+async def abba(call_a, call_b, iterations: int, warmup: int = 2) -> tuple[list[float], list[float]]:
+    """Time two async calls alternately, swapping the order every iteration (ABBA).
+
+    On a 2-core machine whichever call runs second is measurably slower, so a fixed order would bias a ratio.
+    Returns the wall times of A and B after `warmup` rounds.
+    """
+    times_a: list[float] = []
+    times_b: list[float] = []
+
+    async def timed(call, out: list[float]) -> None:
+        started = time.perf_counter()
+        await call()
+        out.append(time.perf_counter() - started)
+
+    for i in range(iterations + warmup):
+        pair = ((call_a, times_a), (call_b, times_b))
+        for call, out in pair if i % 2 == 0 else pair[::-1]:
+            await timed(call, out)
+    return times_a[warmup:], times_b[warmup:]
