@@ -80,6 +80,7 @@ def _clean(node: Any, *, strict: bool) -> Any:
 
 def parameters_schema(args_model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
     raw = args_model.model_json_schema()
+    raw.pop("description", None)  # an arguments model's docstring is for developers, not the model
     defs = raw.pop("$defs", {})
     schema = _clean(_inline_refs(raw, defs), strict=strict)
     schema.setdefault("type", "object")

@@ -22,6 +22,7 @@ from toolserver.errors import ToolFailure
 from toolserver.session import ImageEntry
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.qwen import arm_adjust_box, fetch_image_view, qwen3_crop_and_resize, qwen3_expand_box
+from toolserver.tools.qwen3vl import Qwen3Zoom, Qwen3ZoomArgs
 
 SUCCESS_TAIL = (
     "Continue your reasoning process within `<think>...</think>`. If needed, you can continue to call "
@@ -110,14 +111,12 @@ class ArmZoom(Tool):
         return ToolOutput(text=text, images=[cropped], meta=meta)
 
 
-class ArmZoomQwen3Args(BaseModel):
+class ArmZoomQwen3Args(Qwen3ZoomArgs):
+    # Qwen-Agent's arguments; ARM-Thinker's config adds the range to the box description.
     bbox_2d: list[float] = Field(
         min_length=4, max_length=4,
-        description="The bounding box of the region to zoom in, as [x1, y1, x2, y2], where (x1, y1) is the top-left "
-        "corner and (x2, y2) is the bottom-right corner. Values should be in the range [0, 1000].",
+        description=Qwen3ZoomArgs.model_fields["bbox_2d"].description + ". Values should be in the range [0, 1000].",
     )
-    label: str = Field(description="The name or label of the object in the specified bounding box")
-    img_idx: float = Field(description="The index of the zoomed-in image (starting from 0)")
 
 
 def arm_sorted_images(ctx: ToolContext) -> list[ImageEntry]:
@@ -138,8 +137,7 @@ def arm_sorted_images(ctx: ToolContext) -> list[ImageEntry]:
 
 class ArmZoomQwen3(Tool):
     name = "image_zoom_in_tool"
-    description = ("Zoom in on a specific region of an image by cropping it based on a bounding box (bbox) and an "
-                   "optional object label")
+    description = Qwen3Zoom.description
     Args = ArmZoomQwen3Args
     raw_arguments = True
 
