@@ -335,3 +335,14 @@ def test_inline_png_is_lossless(client):
     assert img["mime"] == "image/png"
     out = Image.open(io.BytesIO(base64.b64decode(img["data"])))
     assert out.tobytes() == src.crop(tuple(r["meta"]["box_original"])).tobytes()
+
+
+def test_tool_timeout_is_a_tool_level_failure_that_changes_nothing(settings):
+    settings.tool_timeout_s = 0.001
+    with TestClient(create_app(settings)) as c:
+        sid = create(c, images=[{"path": str(PHOTOS / "Dragonfly_by_Bolly.jpg")}])["session_id"]
+        r = c.post(f"/v1/sessions/{sid}/tools/keypoint_zoom", json={"keypoint": [500, 500]})
+        assert r.status_code == 200
+        body = r.json()
+        assert body["ok"] is False and body["error"]["code"] == "timeout" and "did not finish" in body["text"]
+        assert [i["key"] for i in c.get(f"/v1/sessions/{sid}").json()["images"]] == ["original_image"]

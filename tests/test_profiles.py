@@ -387,3 +387,14 @@ def test_arm_schema_matches_the_reference_yaml(client):
         },
         "required": ["image", "bbox_2d"],
     }
+
+
+def test_arm_call_limit_uses_arm_message(client):
+    sid = make_session(client, "arm-thinker", SRC_1000x800, max_tool_calls=1)
+    args = {"image": "original_image", "bbox_2d": [0, 0, 500, 500]}
+    assert call(client, sid, "image_zoom_in_tool", args)["ok"]
+    r = call(client, sid, "image_zoom_in_tool", args)
+    assert r["error"]["code"] == "call_limit"
+    assert r["text"] == ("\n\n**Important Requirement:**\nYou have reached the maximum number of tool calls and are not "
+                         "allowed to call any more tools. Please reason on the current situation and **must** give your "
+                         "final answer or judgment within `<answer>...</answer>`.")

@@ -23,6 +23,12 @@ from toolserver.tools.mgpo import MgpoGrounding
 from toolserver.tools.qwen3vl import Qwen3Zoom
 from toolserver.tools.zoom_in import COORD_PHRASES, ZoomIn
 
+# ARM-Thinker's NOT_ALLOWED_TOOL_CALL_MESSAGE, sent once the turn budget is spent (seed_impls.md §1.5).
+ARM_LIMIT_MESSAGE = (
+    "\n\n**Important Requirement:**\nYou have reached the maximum number of tool calls and are not allowed to "
+    "call any more tools. Please reason on the current situation and **must** give your final answer or judgment "
+    "within `<answer>...</answer>`."
+)
 DEFAULT_LIMIT_MESSAGE = (
     "Error: this session has reached its limit of {limit} tool calls; no more tools can be called. "
     "Give your final answer now."
@@ -73,9 +79,9 @@ def _build_profiles() -> dict[str, Profile]:
         Profile("default", "Canonical toolset: zoom_in, keypoint_zoom and lookback_reuse, any coordinate convention.",
                 _tools(ZoomIn(), KeypointZoom(), LookbackReuse())),
         Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000).",
-                _tools(ArmZoom())),
+                _tools(ArmZoom()), limit_message=ARM_LIMIT_MESSAGE),
         Profile("arm-thinker-qwen3vl", "ARM-Thinker's Qwen3-VL variant: image_zoom_in_tool with img_idx and label.",
-                _tools(ArmZoomQwen3())),
+                _tools(ArmZoomQwen3()), limit_message=ARM_LIMIT_MESSAGE),
         Profile("qwen3-vl", "Qwen-Agent's official Qwen3-VL image_zoom_in_tool (bbox_2d, label, img_idx).",
                 _tools(Qwen3Zoom())),
         Profile("groundlight", "Groundlight r1_vlm: zoom on a keypoint, <tool> key-value calls, images <= 1024 px.",
