@@ -20,7 +20,7 @@ from starlette.datastructures import UploadFile
 from toolserver import __version__
 from toolserver.config import Settings
 from toolserver.core import Core, RawImage
-from toolserver.errors import BadRequest, TooLarge, ToolServerError, Unauthorized
+from toolserver.errors import BadRequest, ToolServerError, Unauthorized
 from toolserver.geometry import Coords
 from toolserver.models import (
     ActRequest,
@@ -317,5 +317,3 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     app.add_middleware(ProcessTime)
     return app
 
-
-__all__ = ["TooLarge", "create_app"]

@@ -270,7 +270,7 @@ class Core:
         args = _parse_args(tool, arguments)
         if isinstance(args, ToolResult):
             return args
-        ctx = ToolContext.of(session, session.settings.coords)
+        ctx = ToolContext.of(session)
         output_settings = session.settings.output
         try:
             output, delivered = await self.pool.run(
@@ -293,8 +293,7 @@ class Core:
             return ToolOutput.failure(failure.text, failure.code), []
         delivered = []
         if delivery != "ref":
-            images = [(img, None) for img in output.images] + [(e.pixels, e) for e in output.reused]
-            for offset, (img, entry) in enumerate(images):
+            for offset, (img, entry) in enumerate(output.returned()):
                 if entry is not None and entry.source_bytes is not None and delivery == "inline":
                     # An input returned again: its uploaded bytes are exact and cost no encoding.
                     data, mime = entry.source_bytes, entry.source_mime or "application/octet-stream"
@@ -319,8 +318,7 @@ class Core:
     def _register_output(self, session: Session, name: str, output: ToolOutput, delivered: list[_Delivered],
                          base_url: str) -> ToolResult:
         new_entries = []
-        pairs = [(img, None) for img in output.images] + [(e.pixels, e) for e in output.reused]
-        for offset, (img, source) in enumerate(pairs):
+        for offset, (img, source) in enumerate(output.returned()):
             view, view_error = compute_view(session.view_rule, img.size)
             new_entries.append(ImageEntry(
                 key=session.observation_key(offset), index=-1, origin=f"tool:{name}", pixels=img,

@@ -53,6 +53,15 @@ class ImageEntry:
                          view_width=vw, view_height=vh, view_error=self.view_error, origin=self.origin)
 
 
+def find_image(images: list[ImageEntry] | tuple[ImageEntry, ...], ref: str | int) -> ImageEntry | None:
+    """An image by key or 0-based index (booleans are neither)."""
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, int):
+        return images[ref] if 0 <= ref < len(images) else None
+    return next((e for e in images if e.key == ref), None)
+
+
 def compute_view(rule: ViewRule, size: tuple[int, int]) -> tuple[tuple[int, int] | None, str | None]:
     try:
         return rule.view_size(*size), None
@@ -98,11 +107,7 @@ class Session:
 
     # -- lookup -------------------------------------------------------------------------------
     def resolve(self, ref: str | int) -> ImageEntry | None:
-        if isinstance(ref, bool):
-            return None
-        if isinstance(ref, int):
-            return self.images[ref] if 0 <= ref < len(self.images) else None
-        return self.by_key.get(ref)
+        return find_image(self.images, ref)
 
     @property
     def keys(self) -> list[str]:

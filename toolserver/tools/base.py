@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
-from toolserver.session import ImageEntry, Session
+from toolserver.session import ImageEntry, Session, find_image
 
 
 @dataclass
@@ -33,6 +33,10 @@ class ToolOutput:
     def failure(cls, text: str, code: str, **meta: Any) -> ToolOutput:
         return cls(text=text, ok=False, error_code=code, meta=meta)
 
+    def returned(self) -> list[tuple[Image.Image, ImageEntry | None]]:
+        """Every image this call returns, in key order: new images, then reused ones (with their source)."""
+        return [(img, None) for img in self.images] + [(e.pixels, e) for e in self.reused]
+
 
 @dataclass(frozen=True)
 class ToolContext:
@@ -45,8 +49,10 @@ class ToolContext:
     observations: int  # tool images returned so far in this session
 
     @classmethod
-    def of(cls, session: Session, coords: Coords) -> ToolContext:
-        return cls(session.id, tuple(session.images), dict(session.texts), coords, session.observations)
+    def of(cls, session: Session) -> ToolContext:
+        assert session.settings.coords is not None  # filled from the profile at creation
+        return cls(session.id, tuple(session.images), dict(session.texts), session.settings.coords,
+                   session.observations)
 
     def observation_key(self, offset: int = 0) -> str:
         return f"observation_{self.observations + 1 + offset}"
@@ -56,14 +62,7 @@ class ToolContext:
         return [e.key for e in self.images]
 
     def find(self, ref: str | int) -> ImageEntry | None:
-        if isinstance(ref, bool):
-            return None
-        if isinstance(ref, int):
-            return self.images[ref] if 0 <= ref < len(self.images) else None
-        for entry in self.images:
-            if entry.key == ref:
-                return entry
-        return None
+        return find_image(self.images, ref)
 
     def image(self, ref: str | int) -> ImageEntry:
         """Resolve a key or 0-based index, or fail with a text that lists what exists."""
