@@ -23,6 +23,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PHOTOS = SHARED / "data" / "photos"
+SMFANET_DIR = SHARED / "models" / "smfanet"
+
+
+def smfanet_dir() -> Path:
+    if not (SMFANET_DIR / "SMFANet_DF2K_100w_x4SR.pth").exists():
+        pytest.fail(f"SMFANet checkpoints missing: {SMFANET_DIR} (the shared/ folder must sit beside the checkout)")
+    return SMFANET_DIR
 
 
 def photo(name: str) -> Path:

@@ -302,11 +302,17 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["operations"], summary="Readiness, with what this server can serve")
-    async def readyz() -> dict[str, Any]:
-        return {"status": "ready", "version": __version__, "profiles": list(PROFILES),
+    @app.get("/readyz", tags=["operations"], summary="Readiness, with what this server can serve",
+             responses={503: {"description": "Not ready: `sr_required` is set and no SMFANet weights are installed"}})
+    async def readyz() -> JSONResponse:
+        sr = core.sr.status()
+        ready = sr["available"] or not settings.sr_required
+        body = {"status": "ready" if ready else "not ready", "version": __version__, "profiles": list(PROFILES),
                 "sessions": len(core.store), "bytes_held": core.store.total_bytes,
-                "workers": core.pool.workers, "queue_limit": core.pool.queue_limit}
+                "workers": core.pool.workers, "queue_limit": core.pool.queue_limit, "super_resolution": sr}
+        if not ready:
+            body["reason"] = core.sr.unavailable_reason()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse,
              summary="Prometheus metrics")

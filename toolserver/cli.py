@@ -1,4 +1,4 @@
-"""Command line: `toolserver serve`, `toolserver openapi`, `toolserver selfcheck`."""
+"""Command line: `toolserver serve`, `toolserver weights`, `toolserver openapi`, `toolserver selfcheck`."""
 
 from __future__ import annotations
 
@@ -70,6 +70,28 @@ def cmd_selfcheck(_args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def cmd_weights(args: argparse.Namespace) -> int:
+    """List the known SMFANet checkpoints and what is installed, or download them (verifying sha256)."""
+    from toolserver.sr.checkpoints import MANIFEST, CheckpointError, download, scan
+
+    model_dir = args.dir or Settings().sr_model_dir
+    if args.action == "download":
+        names = args.names or [c.name for c in MANIFEST]
+        try:
+            download(names, model_dir, url_template=args.url_template, progress=print)
+        except CheckpointError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    installed = {c.known.name: c for c in scan(model_dir)}
+    print(f"model directory: {model_dir.resolve()}")
+    for known in MANIFEST:
+        found = installed.get(known.name)
+        state = "missing" if found is None else (f"INVALID: {found.problem}" if found.problem else "ok")
+        print(f"  {known.name:16} x{known.scale} {known.variant:13} {known.file:34} {state}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="toolserver", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--tool-timeout-s", dest="tool_timeout_s", type=float)
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(func=cmd_serve)
+
+    weights = sub.add_parser("weights", help="list or download the SMFANet checkpoints")
+    weights.add_argument("action", choices=["list", "download"])
+    weights.add_argument("names", nargs="*", help="checkpoint names (default: all), e.g. smfanet-x4")
+    weights.add_argument("--dir", type=Path,
+                         help="model directory (default: TOOLSERVER_SR_MODEL_DIR or models/smfanet)")
+    weights.add_argument("--url-template", dest="url_template",
+                         help="mirror URL with {file} in it (default: the official GitHub repository)")
+    weights.set_defaults(func=cmd_weights)
 
     openapi = sub.add_parser("openapi", help="write the OpenAPI document")
     openapi.add_argument("--output", "-o", default="openapi/openapi.json")

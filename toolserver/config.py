@@ -52,6 +52,20 @@ class Settings(BaseSettings):
     tool_timeout_s: float = 60.0
     retry_after_s: int = 1
 
+    sr_model_dir: Path = Field(default=Path("models/smfanet"),
+                               description="Directory holding the SMFANet checkpoints (`toolserver weights download`).")
+    sr_device: str = Field(default="auto", description="`auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.")
+    sr_tile: int = Field(default=512, ge=16, description="Largest input tile side fed to SMFANet at once.")
+    sr_tile_pad: int = Field(default=16, ge=0, description="Context pixels read around each tile.")
+    sr_max_batch: int = Field(default=8, ge=1, description="Same-shaped jobs or tiles batched together on a GPU.")
+    sr_half: bool = Field(default=False, description="fp16 on CUDA (off: see docs/decisions.md).")
+    sr_channels_last: bool = True
+    sr_prefer_plus: bool = Field(default=False, description="Use SMFANet+ for x4 when both are installed.")
+    sr_verify_sha256: bool = Field(default=True, description="Refuse checkpoints whose hash is not the published one.")
+    sr_required: bool = Field(default=False, description="/readyz answers 503 while no SMFANet weights are installed.")
+    sr_max_output_pixels: int = Field(default=4096 * 4096, description="Cap on one enlarged image, in pixels.")
+    sr_threads: int | None = Field(default=None, description="Torch CPU threads for SMFANet (default: all cores).")
+
     png_compress_level: int = 1
     jpeg_quality: int = 95
     webp_quality: int = 90

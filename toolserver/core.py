@@ -44,6 +44,7 @@ from toolserver.pool import WorkPool
 from toolserver.profiles import Profile, get_profile
 from toolserver.session import ImageEntry, Session, SessionStore, compute_view
 from toolserver.sources import input_bytes
+from toolserver.sr.engine import SREngine
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 log = logging.getLogger("toolserver")
@@ -78,6 +79,9 @@ class Core:
         s = self.settings
         self.store = SessionStore(session_max_bytes=s.session_max_bytes, total_max_bytes=s.total_max_bytes)
         self.pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s)
+        self.sr = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
+                           max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
+                           prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256, threads=s.sr_threads)
         self.metrics = Metrics()
         self.metrics.gauge("toolserver_sessions_live", "Live sessions", lambda: len(self.store))
         self.metrics.gauge("toolserver_bytes_held", "Bytes held by all sessions", lambda: self.store.total_bytes)
@@ -99,6 +103,7 @@ class Core:
                 await self._sweeper
             self._sweeper = None
         self.pool.shutdown()
+        self.sr.close()
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -232,7 +237,17 @@ class Core:
 
     # -- tools --------------------------------------------------------------------------------
     def list_tools(self, profile: str = "default", *, strict: bool = False, coords=None) -> list[dict[str, Any]]:
-        return get_profile(profile).openai_tools(strict=strict, coords=coords)
+        return get_profile(profile).openai_tools(strict=strict, coords=coords, subs=self.capability_phrases())
+
+    def capability_phrases(self) -> dict[str, str]:
+        """What the tool descriptions say about this server's installed models."""
+        if self.sr.available:
+            scales = ", ".join(str(s) for s in self.sr.scales)
+            return {"{sr_scales}": f"Available scales on this server: {scales}.",
+                    "{sr_scales_fallback}": f"Available scales on this server: {scales}."}
+        return {"{sr_scales}": "Super-resolution weights are not installed on this server, so calls fail.",
+                "{sr_scales_fallback}": "Super-resolution weights are not installed on this server: regions are "
+                                        "enlarged with bicubic resizing instead."}
 
     async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
                         *, base_url: str = "") -> ToolResult:
@@ -270,7 +285,8 @@ class Core:
         args = _parse_args(tool, arguments)
         if isinstance(args, ToolResult):
             return args
-        ctx = ToolContext.of(session)
+        ctx = ToolContext.of(session, sr=self.sr, sr_max_output_pixels=self.settings.sr_max_output_pixels,
+                             deadline=time.monotonic() + self.settings.tool_timeout_s)
         output_settings = session.settings.output
         try:
             output, delivered = await self.pool.run(

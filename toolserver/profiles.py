@@ -18,9 +18,11 @@ from toolserver.tools.groundlight import GroundlightZoom
 from toolserver.tools.imagent import ImagentLookback, ImagentZoomIn
 from toolserver.tools.keypoint_zoom import KeypointZoom
 from toolserver.tools.lookback import LookbackReuse
+from toolserver.tools.magnify import Magnify
 from toolserver.tools.mags_rl import MagsZoom
 from toolserver.tools.mgpo import MgpoGrounding
 from toolserver.tools.qwen3vl import Qwen3Zoom
+from toolserver.tools.super_resolution import SuperResolution
 from toolserver.tools.zoom_in import COORD_PHRASES, ZoomIn
 
 # ARM-Thinker's NOT_ALLOWED_TOOL_CALL_MESSAGE, sent once the turn budget is spent (seed_impls.md §1.5).
@@ -49,20 +51,25 @@ class Profile:
     def unknown_tool_text(self, name: str) -> str:
         return f"Error: unknown tool {name!r}. Available tools: {', '.join(self.tools)}."
 
-    def openai_tools(self, *, strict: bool = False, coords: Coords | None = None) -> list[dict[str, Any]]:
-        phrase = COORD_PHRASES[coords or self.coords]
+    def openai_tools(self, *, strict: bool = False, coords: Coords | None = None,
+                     subs: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """The OpenAI function entries; `subs` fills placeholders that depend on the server (installed models)."""
+        phrases = {"{coords}": COORD_PHRASES[coords or self.coords], "{sr_scales}": "", "{sr_scales_fallback}": ""}
+        phrases.update(subs or {})
         out = []
         for name, tool in self.tools.items():
             entry = function_tool(name, tool.description, tool.Args, strict=strict)
-            out.append(_substitute(entry, {"{coords}": phrase}))
+            out.append(_substitute(entry, phrases))
         return out
 
 
 def _substitute(node: Any, subs: dict[str, str]) -> Any:
     if isinstance(node, str):
+        replaced = node
         for old, new in subs.items():
-            node = node.replace(old, new)
-        return node
+            replaced = replaced.replace(old, new)
+        # A placeholder filled with "" may leave a trailing space behind.
+        return replaced.rstrip() if replaced != node else node
     if isinstance(node, dict):
         return {k: _substitute(v, subs) for k, v in node.items()}
     if isinstance(node, list):
@@ -76,8 +83,9 @@ def _tools(*tools: Tool) -> dict[str, Tool]:
 
 def _build_profiles() -> dict[str, Profile]:
     profiles = [
-        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom and lookback_reuse, any coordinate convention.",
-                _tools(ZoomIn(), KeypointZoom(), LookbackReuse())),
+        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, super_resolution and magnify, "
+                "any coordinate convention.",
+                _tools(ZoomIn(), KeypointZoom(), LookbackReuse(), SuperResolution(), Magnify())),
         Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000).",
                 _tools(ArmZoom()), limit_message=ARM_LIMIT_MESSAGE),
         Profile("arm-thinker-qwen3vl", "ARM-Thinker's Qwen3-VL variant: image_zoom_in_tool with img_idx and label.",

@@ -9,7 +9,7 @@ out changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image
 from pydantic import BaseModel
@@ -17,6 +17,9 @@ from pydantic import BaseModel
 from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
 from toolserver.session import ImageEntry, Session, find_image
+
+if TYPE_CHECKING:
+    from toolserver.sr.engine import SREngine
 
 
 @dataclass
@@ -47,12 +50,15 @@ class ToolContext:
     texts: dict[str, str]
     coords: Coords
     observations: int  # tool images returned so far in this session
+    sr: SREngine | None = None  # the super-resolution engine, shared by all sessions
+    sr_max_output_pixels: int = 16_777_216
+    deadline: float | None = None  # time.monotonic() by which the call must finish
 
     @classmethod
-    def of(cls, session: Session) -> ToolContext:
+    def of(cls, session: Session, **services: Any) -> ToolContext:
         assert session.settings.coords is not None  # filled from the profile at creation
         return cls(session.id, tuple(session.images), dict(session.texts), session.settings.coords,
-                   session.observations)
+                   session.observations, **services)
 
     def observation_key(self, offset: int = 0) -> str:
         return f"observation_{self.observations + 1 + offset}"

@@ -1,0 +1,1 @@
+"""SMFANet super-resolution: the network (`arch`), its checkpoints, and the inference engine."""
