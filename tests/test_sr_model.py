@@ -84,11 +84,11 @@ def test_bad_checkpoints_give_clear_errors(tmp_path: Path):
         load_network(tmp_path / "missing.pth")
     garbage = tmp_path / "garbage.pth"
     garbage.write_bytes(b"not a checkpoint at all" * 10)
-    with pytest.raises(CheckpointError, match="cannot read checkpoint garbage.pth"):
+    with pytest.raises(CheckpointError, match=r"cannot read checkpoint garbage\.pth"):
         load_network(garbage)
     truncated = tmp_path / "truncated.pth"
     truncated.write_bytes((smfanet_dir() / BY_NAME["smfanet-x4"].file).read_bytes()[:300_000])
-    with pytest.raises(CheckpointError, match="cannot read checkpoint truncated.pth"):
+    with pytest.raises(CheckpointError, match=r"cannot read checkpoint truncated\.pth"):
         load_network(truncated)
     other = tmp_path / "other.pth"
     torch.save({"params": {"conv.weight": torch.zeros(3, 3, 3, 3)}}, other)
@@ -102,7 +102,7 @@ def test_bad_checkpoints_give_clear_errors(tmp_path: Path):
     with pytest.raises(CheckpointError, match="expected a state dict"):
         torch.save([1, 2, 3], other)
         load_network(other)
-    with pytest.raises(CheckpointError, match="missing to_feat.weight"):
+    with pytest.raises(CheckpointError, match=r"missing to_feat\.weight"):
         infer_config({})
 
 
@@ -136,7 +136,7 @@ def mirror(tmp_path: Path):
 
 
 def test_download_verifies_and_installs(mirror, tmp_path: Path):
-    root, url = mirror
+    _root, url = mirror
     dest = tmp_path / "models"
     messages: list[str] = []
     paths = download(["smfanet-x2"], dest, url_template=url, progress=messages.append)
@@ -154,7 +154,7 @@ def test_download_refuses_a_wrong_file_and_leaves_nothing(mirror, tmp_path: Path
     dest = tmp_path / "models"
     with pytest.raises(CheckpointError, match="does not match the published"):
         download(["smfanet-x2"], dest, url_template=url)
-    with pytest.raises(CheckpointError, match="download from .* failed"):
+    with pytest.raises(CheckpointError, match=r"download from .* failed"):
         download(["smfanet-x4"], dest, url_template=url)  # not on the mirror: 404
     with pytest.raises(CheckpointError, match="unknown checkpoint"):
         download(["smfanet-x9"], dest, url_template=url)

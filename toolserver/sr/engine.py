@@ -63,7 +63,7 @@ def spans(length: int, tile: int, pad: int) -> list[Span]:
         return [Span(0, length, 0, length)]
     if tile <= 2 * pad:
         raise ValueError(f"tile {tile} must be larger than twice the padding {pad}")
-    count = math.ceil((length - 2 * pad) / (tile - 2 * pad))
+    count = math.ceil(length / (tile - 2 * pad))
     step = math.ceil(length / count)
     window = min(length, step + 2 * pad)
     out = []
@@ -74,7 +74,7 @@ def spans(length: int, tile: int, pad: int) -> list[Span]:
     return out
 
 
-@dataclass
+@dataclass(eq=False)  # identity, not array comparison, when removed from the queue
 class _Job:
     pixels: np.ndarray  # H x W x 3, uint8
     scale: int
