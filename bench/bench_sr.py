@@ -45,14 +45,14 @@ def timed(fn, repeats: int) -> float:
 
 
 def speed(repeats: int) -> list[dict]:
-    """Output megapixels per second at 1280x720 output (the paper's setting), SMFANet vs bicubic."""
+    """One request's output megapixels per second at 1280x720 output (the paper's setting), against bicubic."""
     rows = []
-    engines = {True: SREngine(MODEL_DIR, tile=10_000), False: SREngine(MODEL_DIR, tile=10_000, channels_last=False)}
+    engines = {True: SREngine(MODEL_DIR), False: SREngine(MODEL_DIR, channels_last=False)}
     for scale in (2, 4):
         lr = source(1280 // scale, 720 // scale)
         out_mp = 1280 * 720 / 1e6
         t_pil = timed(lambda lr=lr: lr.resize((1280, 720), Image.Resampling.BICUBIC), repeats * 10)
-        x = torch.from_numpy(np.asarray(lr)).permute(2, 0, 1)[None].float() / 255
+        x = torch.from_numpy(np.array(lr)).permute(2, 0, 1)[None].float() / 255
         t_torch = timed(lambda x=x, s=scale: torch.nn.functional.interpolate(x, scale_factor=s, mode="bicubic"),
                         repeats * 10)
         times = {}
@@ -74,10 +74,9 @@ def speed(repeats: int) -> list[dict]:
 
 
 def concurrency(clients: int = 8, jobs_each: int = 2) -> dict:
-    """8 threads asking at once: through the engine's one worker, and (the alternative) each running the net."""
+    """8 threads asking at once (160x120 -> 640x480, x4): the engine's design against the alternatives."""
     crops = [source(640, 480).crop((i * 40, i * 20, i * 40 + 160, i * 20 + 120)) for i in range(clients)]
-    engine = SREngine(MODEL_DIR)
-    engine.upscale(crops[0], 4)
+    cores = os.cpu_count() or 1
 
     def run_all(fn) -> float:
         threads = [threading.Thread(target=lambda c=c: [fn(c) for _ in range(jobs_each)]) for c in crops]
@@ -88,38 +87,40 @@ def concurrency(clients: int = 8, jobs_each: int = 2) -> dict:
             t.join()
         return time.perf_counter() - started
 
-    sequential = time.perf_counter()
-    for c in crops:
-        for _ in range(jobs_each):
-            engine.upscale(c, 4)
-    sequential = time.perf_counter() - sequential
-    queued = run_all(lambda c: engine.upscale(c, 4))
-    network = engine._network(4)  # the alternative design: every request thread runs the network itself
+    designs = {f"{cores} workers x 1 thread (default)": SREngine(MODEL_DIR),
+               f"1 worker x {cores} threads": SREngine(MODEL_DIR, cpu_workers=1, threads=cores)}
+    for engine in designs.values():
+        engine.upscale(crops[0], 4)
+    total = clients * jobs_each
+    rows = {}
+    for _ in range(2):  # alternate, keep the better of two
+        for name, engine in designs.items():
+            t = run_all(lambda c, e=engine: e.upscale(c, 4))
+            rows[name] = min(rows.get(name, t), t)
+    network = designs[next(iter(designs))]._network(4)
 
-    def direct(c: Image.Image) -> None:
-        x = torch.from_numpy(np.asarray(c)).permute(2, 0, 1)[None].float().div(255)
+    def direct(c: Image.Image) -> None:  # no engine: every request thread runs the network itself
+        x = torch.from_numpy(np.array(c)).permute(2, 0, 1)[None].float().div(255)
         with torch.inference_mode():
             network(x.contiguous(memory_format=torch.channels_last))
 
-    direct_time = run_all(direct)
-    engine.close()
-    total = clients * jobs_each
+    rows[f"{clients} request threads run the network directly"] = run_all(direct)
+    for engine in designs.values():
+        engine.close()
     out_mp = total * 640 * 480 / 1e6
     return {"clients": clients, "jobs": total, "job": "160x120 -> 640x480 (x4)",
-            "sequential_s": round(sequential, 2), "queued_s": round(queued, 2),
-            "threads_direct_s": round(direct_time, 2),
-            "queued_jobs_per_s": round(total / queued, 2), "queued_out_mp_per_s": round(out_mp / queued, 3),
-            "direct_over_queued": round(direct_time / queued, 2)}
+            "designs": {name: {"seconds": round(t, 2), "jobs_per_s": round(total / t, 2),
+                               "out_mp_per_s": round(out_mp / t, 3)} for name, t in rows.items()}}
 
 
 def tiling() -> list[dict]:
     lr = source(640, 480)
-    whole = SREngine(MODEL_DIR, tile=10_000)
+    whole = SREngine(MODEL_DIR, tile=10_000, cpu_workers=1)
     reference = np.asarray(whole.upscale(lr, 4).image)
     t_whole = timed(lambda: whole.upscale(lr, 4), 2)
     rows = [{"tile": "whole", "pad": 0, "tiles": 1, "psnr_vs_whole_db": None, "seconds": round(t_whole, 2)}]
-    for tile, pad in [(128, 8), (256, 16), (512, 16)]:
-        engine = SREngine(MODEL_DIR, tile=tile, tile_pad=pad)
+    for tile, pad in [(128, 8), (256, 16), (320, 16), (512, 16)]:
+        engine = SREngine(MODEL_DIR, tile=tile, tile_pad=pad, cpu_workers=1)
         result = engine.upscale(lr, 4)
         t = timed(lambda e=engine: e.upscale(lr, 4), 2)
         rows.append({"tile": tile, "pad": pad, "tiles": result.tiles,

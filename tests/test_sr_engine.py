@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import photo, smfanet_dir
-from toolserver.sr.engine import SREngine, SRTimeout, SRUnavailable, _Job, spans
+from toolserver.sr.engine import Span, SREngine, SRTimeout, SRUnavailable, _Job, _Tile, spans
 from toolserver.sr.quality import psnr
 
 
@@ -149,30 +149,49 @@ def test_concurrent_callers_share_one_worker(engine, lr_photo):
     for i in range(8):
         np.testing.assert_array_equal(results[i], expected[i])
     assert engine.jobs_done == 16
-    assert [t.name for t in threading.enumerate()].count("toolserver-sr") == 1
+    workers = [t for t in threading.enumerate() if t.name.startswith("toolserver-sr-")]
+    assert len(workers) >= engine.cpu_workers
 
 
-def test_same_shape_jobs_are_batched_on_a_gpu(engine, lr_photo):
-    """The batching rule (exercised here without a GPU): same scale and shape, untiled, up to max_batch."""
+def test_same_shape_tiles_are_batched_on_a_gpu(engine):
+    """The batching rule (exercised without a GPU): same scale and window shape, any job, up to max_batch."""
     engine._device = "cuda"  # only the grouping is under test; nothing runs
     engine.max_batch = 3
-    a = np.zeros((32, 32, 3), np.uint8)
-    jobs = [_Job(a, 4, None), _Job(a, 2, None), _Job(a, 4, None), _Job(np.zeros((16, 32, 3), np.uint8), 4, None),
-            _Job(a, 4, None), _Job(a, 4, None)]
-    engine._queue.extend(jobs)
-    first = engine._take()
-    assert first == [jobs[0], jobs[2], jobs[4]]
-    assert list(engine._queue) == [jobs[1], jobs[3], jobs[5]]
+    a, b = np.zeros((32, 32, 3), np.uint8), np.zeros((16, 32, 3), np.uint8)
+    whole = Span(0, 32, 0, 32)
+    jobs = [_Job(a, 4, None), _Job(a, 2, None), _Job(a, 4, None), _Job(b, 4, None), _Job(a, 4, None),
+            _Job(a, 4, None)]
+    tiles = [_Tile(j, Span(0, j.pixels.shape[0], 0, j.pixels.shape[0]), whole) for j in jobs]
+    jobs[4].failed = True  # a failed job's tiles are skipped, never batched
+    engine._queue.extend(tiles)
+    assert engine._take() == [tiles[0], tiles[2], tiles[5]]
+    assert list(engine._queue) == [tiles[1], tiles[3], tiles[4]]
     engine._queue.clear()
 
 
-def test_stacked_batch_equals_single_runs(engine, lr_photo):
+def test_a_batch_equals_single_runs(engine, lr_photo):
     crops = [np.asarray(lr_photo.crop((i * 30, 10, i * 30 + 40, 50))) for i in range(3)]
     singles = [engine._forward(2, [c])[0] for c in crops]
-    stacked = engine._run_stacked([_Job(c, 2, None) for c in crops])
-    for single, batched in zip(singles, stacked, strict=True):
+    batched = engine._forward(2, crops)
+    for single, together in zip(singles, batched, strict=True):
         # Batch items are independent; float summation order may move a value by one level.
-        assert np.abs(single.astype(int) - batched).max() <= 1
+        assert np.abs(single.astype(int) - together).max() <= 1
+
+
+def test_one_large_image_spreads_over_the_cpu_workers(lr_photo):
+    engine = SREngine(smfanet_dir(), tile=96, tile_pad=8, cpu_workers=2)
+    seen: set[str] = set()
+    real = engine._forward
+
+    def spy(scale, windows):
+        seen.add(threading.current_thread().name)
+        return real(scale, windows)
+
+    engine._forward = spy  # type: ignore[method-assign]
+    result = engine.upscale(lr_photo, 2)
+    assert result.tiles == 12 and result.image.size == (600, 440)
+    assert seen == {"toolserver-sr-0", "toolserver-sr-1"}
+    engine.close()
 
 
 def test_close_fails_pending_and_later_calls(lr_photo):

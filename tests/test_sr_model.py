@@ -206,3 +206,40 @@ def test_restores_better_than_bicubic(name, tmp_path: Path):
         gains.append(gain)
     engine.close()
     assert sum(gains) / len(gains) >= 1.5, gains
+
+
+# ------------------------------------------------------------------------------------------- basicsr
+def test_basicsr_registration(monkeypatch):
+    """Without basicsr nothing happens; with it, SMFANet lands in ARCH_REGISTRY once."""
+    import sys
+    import types
+
+    from toolserver.sr import basicsr_compat
+
+    monkeypatch.setitem(sys.modules, "basicsr", None)  # as on a CPU-only torch: not importable
+    assert basicsr_compat.register() is False
+
+    class Registry:  # basicsr.utils.registry.Registry's interface: register() decorator, `in`, get()
+        def __init__(self):
+            self._obj_map: dict[str, type] = {}
+
+        def register(self):
+            def deco(cls):
+                assert cls.__name__ not in self._obj_map, "registered twice"
+                self._obj_map[cls.__name__] = cls
+                return cls
+            return deco
+
+        def __contains__(self, name):
+            return name in self._obj_map
+
+        def get(self, name):
+            return self._obj_map[name]
+
+    registry_module = types.ModuleType("basicsr.utils.registry")
+    registry_module.ARCH_REGISTRY = Registry()
+    monkeypatch.setitem(sys.modules, "basicsr", types.ModuleType("basicsr"))
+    monkeypatch.setitem(sys.modules, "basicsr.utils", types.ModuleType("basicsr.utils"))
+    monkeypatch.setitem(sys.modules, "basicsr.utils.registry", registry_module)
+    assert basicsr_compat.register() is True and basicsr_compat.register() is True
+    assert registry_module.ARCH_REGISTRY.get("SMFANet") is SMFANet

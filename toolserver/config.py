@@ -64,7 +64,8 @@ class Settings(BaseSettings):
     sr_verify_sha256: bool = Field(default=True, description="Refuse checkpoints whose hash is not the published one.")
     sr_required: bool = Field(default=False, description="/readyz answers 503 while no SMFANet weights are installed.")
     sr_max_output_pixels: int = Field(default=4096 * 4096, description="Cap on one enlarged image, in pixels.")
-    sr_threads: int | None = Field(default=None, description="Torch CPU threads for SMFANet (default: all cores).")
+    sr_cpu_workers: int | None = Field(default=None, description="SMFANet CPU workers (default: one per core).")
+    sr_threads: int | None = Field(default=None, description="Torch threads per CPU worker (default: cores/workers).")
 
     png_compress_level: int = 1
     jpeg_quality: int = 95

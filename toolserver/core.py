@@ -81,7 +81,8 @@ class Core:
         self.pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s)
         self.sr = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
                            max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
-                           prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256, threads=s.sr_threads)
+                           prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256, cpu_workers=s.sr_cpu_workers,
+                           threads=s.sr_threads)
         self.metrics = Metrics()
         self.metrics.gauge("toolserver_sessions_live", "Live sessions", lambda: len(self.store))
         self.metrics.gauge("toolserver_bytes_held", "Bytes held by all sessions", lambda: self.store.total_bytes)

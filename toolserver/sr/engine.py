@@ -1,15 +1,20 @@
-"""Super-resolution inference: one worker per device owns the networks and takes jobs from a queue.
+"""Super-resolution inference: worker threads that own the networks, fed tiles from one queue.
 
-Why a dedicated worker rather than running the network in the request threads: PyTorch already spreads
-one forward pass over every core (or the whole GPU). Several requests running the network at once would
-only oversubscribe the cores and multiply peak memory; queued one after another, each finishes sooner and
-memory stays bounded. On a GPU, queued requests of the same shape and scale are batched into one pass.
+Every image is cut into tiles (one tile when it is small) and every tile is a unit of work, so a large
+image spreads over all workers and many small requests share them fairly, in arrival order.
 
-Large inputs are cut into tiles that overlap by `tile_pad` pixels of context on every side; each tile's
-centre is kept. All tiles of an image have the same shape (edge tiles shift inwards instead of shrinking),
-so a GPU can batch them too. SMFANet's EASA branch uses whole-tile statistics (a variance and a max-pooled
-map), so tiled output is not bit-identical to whole-image output; the context keeps the difference far
-below visibility (measured in tests/test_sr.py and BENCHMARKS.md).
+- On the CPU there is one worker per core, each running the network with one intra-op thread (OpenMP
+  thread counts are per calling thread, so this does not touch the rest of the process). SMFANet's many
+  small depthwise and 1x1 convolutions parallelise poorly inside one forward pass: two single-threaded
+  workers did about twice the work of one two-threaded pass here (BENCHMARKS.md).
+- On a GPU there is one worker; queued tiles with the same scale and shape (tiles of one image, or
+  same-sized requests) are stacked into one batch of up to `max_batch`.
+
+Tiles are windows of at most `tile` input pixels read with `tile_pad` pixels of context on every side;
+each window's centre (its core) is kept. SMFANet's EASA branch uses whole-window statistics (a variance and
+a max-pooled map), so tiled output is not bit-identical to whole-image output; the context keeps the
+difference far below visibility (tests/test_sr_engine.py, BENCHMARKS.md). Peak memory is bounded by the
+tiles in flight, whatever the image size; only the uint8 output grows with it.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,16 +79,38 @@ def spans(length: int, tile: int, pad: int) -> list[Span]:
     return out
 
 
-@dataclass(eq=False)  # identity, not array comparison, when removed from the queue
+@dataclass(eq=False)  # identity, not array comparison
 class _Job:
     pixels: np.ndarray  # H x W x 3, uint8
     scale: int
     deadline: float | None
     future: Future = field(default_factory=Future)
+    out: np.ndarray | None = None
+    tiles: int = 0
+    pending: int = 0
+    failed: bool = False
+
+
+@dataclass(eq=False)
+class _Tile:
+    job: _Job
+    ys: Span
+    xs: Span
 
     @property
     def batch_key(self) -> tuple[int, int, int]:
-        return (self.scale, *self.pixels.shape[:2])
+        return (self.job.scale, self.ys.win1 - self.ys.win0, self.xs.win1 - self.xs.win0)
+
+    def window(self) -> np.ndarray:
+        return self.job.pixels[self.ys.win0:self.ys.win1, self.xs.win0:self.xs.win1]
+
+    def paste(self, result: np.ndarray) -> None:
+        s, ys, xs = self.job.scale, self.ys, self.xs
+        assert self.job.out is not None
+        self.job.out[ys.core0 * s:ys.core1 * s, xs.core0 * s:xs.core1 * s] = result[
+            (ys.core0 - ys.win0) * s:(ys.core1 - ys.win0) * s,
+            (xs.core0 - xs.win0) * s:(xs.core1 - xs.win0) * s,
+        ]
 
 
 @dataclass(frozen=True)
@@ -97,11 +124,11 @@ class Upscaled:
 
 
 class SREngine:
-    """Thread-safe: `upscale` may be called from any thread; the work runs on the device worker."""
+    """Thread-safe: `upscale` may be called from any thread; the work runs on the engine's workers."""
 
-    def __init__(self, model_dir: Path, *, device: str = "auto", tile: int = 256, tile_pad: int = 16,
+    def __init__(self, model_dir: Path, *, device: str = "auto", tile: int = 512, tile_pad: int = 16,
                  max_batch: int = 8, channels_last: bool = True, half: bool = False, prefer_plus: bool = False,
-                 verify_sha256: bool = True, threads: int | None = None):
+                 verify_sha256: bool = True, cpu_workers: int | None = None, threads: int | None = None):
         self.model_dir = Path(model_dir)
         self.requested_device = device
         self.tile = tile
@@ -111,13 +138,16 @@ class SREngine:
         self.half = half
         self.prefer_plus = prefer_plus
         self.verify_sha256 = verify_sha256
-        self.threads = threads
+        cores = os.cpu_count() or 1
+        self.cpu_workers = max(1, cpu_workers or cores)
+        self.threads = max(1, threads or cores // self.cpu_workers)  # torch threads per CPU worker
         self._checkpoints: dict[int, InstalledCheckpoint] = {}
         self._problems: list[str] = []
         self._networks: dict[int, Any] = {}
-        self._queue: deque[_Job] = deque()
+        self._network_lock = threading.Lock()
+        self._queue: deque[_Tile] = deque()
         self._cond = threading.Condition()
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
         self._closed = False
         self._device: str | None = None
         self.jobs_done = 0
@@ -137,10 +167,10 @@ class SREngine:
             is_plus = found.known.variant == "smfanet-plus"
             if current is None or is_plus == self.prefer_plus:
                 chosen[found.known.scale] = found
-        with self._cond:
+        with self._network_lock:
             self._checkpoints = dict(sorted(chosen.items()))
             self._problems = problems
-            self._networks = {s: n for s, n in self._networks.items() if s in chosen}
+            self._networks = {}
 
     @property
     def scales(self) -> list[int]:
@@ -167,8 +197,9 @@ class SREngine:
             "checkpoints": {s: c.known.file for s, c in self._checkpoints.items()},
             "model_dir": str(self.model_dir),
             "device": device,
+            "workers": 1 if device != "cpu" else self.cpu_workers,
             "problems": list(self._problems),
-            "queued": len(self._queue),
+            "queued_tiles": len(self._queue),
         }
 
     def unavailable_reason(self, scale: int | None = None) -> str:
@@ -188,7 +219,7 @@ class SREngine:
                      deadline: float | None = None) -> list[Upscaled]:
         """Enlarge several images, queued together so same-shaped ones can share a GPU batch.
 
-        `deadline` is a `time.monotonic()` value: work not started by then is skipped (SRTimeout).
+        `deadline` is a `time.monotonic()` value: tiles not started by then are skipped (SRTimeout).
         """
         jobs = []
         for image, scale in items:
@@ -201,13 +232,15 @@ class SREngine:
         started = time.perf_counter()
         for job in jobs:
             self._submit(job)
-        # The worker enforces the deadline between tiles; the margin covers the tile in progress.
+        # Workers enforce the deadline between tiles; the margin covers tiles already running.
         wait = None if deadline is None else max(0.0, deadline - time.monotonic()) + 30.0
         out = []
         for job in jobs:
             try:
                 pixels, tiles = job.future.result(timeout=wait)
             except TimeoutError as exc:
+                if isinstance(exc, SRTimeout):
+                    raise
                 raise SRTimeout("super-resolution did not finish before the deadline") from exc
             checkpoint = self._checkpoints.get(job.scale)
             name = checkpoint.known.file if checkpoint else "?"
@@ -215,86 +248,132 @@ class SREngine:
                                 time.perf_counter() - started))
         return out
 
+    def close(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._closed = True
+            pending = {id(t.job): t.job for t in self._queue}
+            self._queue.clear()
+            self._cond.notify_all()
+        for job in pending.values():
+            self._fail(job, SRUnavailable("the super-resolution engine is shut down"))
+        # Wait for the workers to end: a torch thread still tearing down while the interpreter exits can
+        # abort the process ("terminate called without an active exception").
+        for worker in self._workers:
+            if worker is not threading.current_thread():
+                worker.join(timeout)
+
+    # -- queueing -----------------------------------------------------------------------------
     def _submit(self, job: _Job) -> None:
+        h, w = job.pixels.shape[:2]
+        job.out = np.empty((h * job.scale, w * job.scale, 3), dtype=np.uint8)
+        tiles = [_Tile(job, ys, xs) for ys, xs in itertools.product(spans(h, self.tile, self.tile_pad),
+                                                                    spans(w, self.tile, self.tile_pad))]
+        job.tiles = job.pending = len(tiles)
         with self._cond:
             if self._closed:
                 raise SRUnavailable("the super-resolution engine is shut down")
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._work, name="toolserver-sr", daemon=True)
-                self._worker.start()
-            self._queue.append(job)
-            self._cond.notify()
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            pending = list(self._queue)
-            self._queue.clear()
+            if not self._workers:
+                self._start_workers()
+            self._queue.extend(tiles)
             self._cond.notify_all()
-        for job in pending:
-            job.future.set_exception(SRUnavailable("the super-resolution engine is shut down"))
 
-    # -- the device worker --------------------------------------------------------------------
-    def _take(self) -> list[_Job] | None:
-        """The next job, plus queued jobs it can share a GPU batch with (same scale and shape, untiled)."""
+    def _start_workers(self) -> None:
+        count = 1 if self.device != "cpu" else self.cpu_workers
+        for i in range(count):
+            worker = threading.Thread(target=self._work, name=f"toolserver-sr-{i}", daemon=True)
+            worker.start()
+            self._workers.append(worker)
+
+    def _take(self) -> list[_Tile] | None:
+        """The next live tile, plus (on a GPU) queued tiles it can share a batch with: same scale and shape."""
         with self._cond:
-            while not self._queue and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                return None
-            first = self._queue.popleft()
+            while True:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return None
+                first = self._queue.popleft()
+                if not first.job.failed:
+                    break
             batch = [first]
-            h, w = first.pixels.shape[:2]
-            if self.device != "cpu" and max(h, w) <= self.tile:
-                for job in list(self._queue):
+            if self.device != "cpu" and self.max_batch > 1:
+                for tile in list(self._queue):
                     if len(batch) >= self.max_batch:
                         break
-                    if job.batch_key == first.batch_key:
-                        self._queue.remove(job)
-                        batch.append(job)
+                    if tile.batch_key == first.batch_key and not tile.job.failed:
+                        self._queue.remove(tile)
+                        batch.append(tile)
             return batch
 
+    def _fail(self, job: _Job, exc: BaseException) -> None:
+        with self._cond:
+            if job.failed or job.future.done():
+                return
+            job.failed = True
+            self.jobs_done += 1
+        job.future.set_exception(exc)
+
+    def _finish_tile(self, tile: _Tile) -> None:
+        job = tile.job
+        with self._cond:
+            job.pending -= 1
+            done = job.pending == 0 and not job.failed
+            if done:
+                self.jobs_done += 1
+        if done:
+            job.future.set_result((job.out, job.tiles))
+
+    # -- the workers --------------------------------------------------------------------------
     def _work(self) -> None:
         import torch
 
-        if self.threads:
-            torch.set_num_threads(self.threads)
+        if self.device == "cpu":
+            torch.set_num_threads(self.threads)  # per thread under OpenMP: only this worker's passes
         while (batch := self._take()) is not None:
-            live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+            now = time.monotonic()
+            live = []
+            for tile in batch:
+                if tile.job.deadline is not None and now > tile.job.deadline:
+                    self._fail(tile.job, SRTimeout("super-resolution did not finish before the deadline"))
+                elif not tile.job.failed:
+                    live.append(tile)
+            if not live:
+                continue
             try:
-                if len(live) > 1:
-                    outputs = self._run_stacked(live)
-                    for job, out in zip(live, outputs, strict=True):
-                        job.future.set_result((out, 1))
-                elif live:
-                    live[0].future.set_result(self._run_tiled(live[0]))
-            except BaseException as exc:  # the worker must survive anything one job does
-                log.warning("super-resolution job failed: %s: %s", type(exc).__name__, exc)
-                for job in live:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
+                results = self._forward(live[0].job.scale, [tile.window() for tile in live])
+                for tile, result in zip(live, results, strict=True):
+                    tile.paste(result)
+                    self._finish_tile(tile)
+            except BaseException as exc:  # a worker must survive anything one batch does
+                log.warning("super-resolution failed: %s: %s", type(exc).__name__, exc)
+                for tile in live:
+                    self._fail(tile.job, exc)
                 if _is_oom(exc):
                     _empty_cache()
-            self.jobs_done += len(live)
 
     def _network(self, scale: int) -> Any:
-        network = self._networks.get(scale)
-        if network is None:
-            import torch
+        with self._network_lock:  # several CPU workers share one copy of each network (read-only)
+            network = self._networks.get(scale)
+            if network is None:
+                network = self._load(scale)
+                self._networks[scale] = network
+            return network
 
-            checkpoint = self._checkpoints.get(scale)
-            if checkpoint is None:
-                raise SRUnavailable(self.unavailable_reason(scale))
-            try:
-                network, _config = load_network(checkpoint.path)
-            except CheckpointError as exc:
-                raise SRUnavailable(str(exc)) from exc
-            network = network.to(self.device)
-            if self.device == "cpu" and self.channels_last:
-                network = network.to(memory_format=torch.channels_last)
-            if self.half and self.device != "cpu":
-                network = network.half()
-            self._networks[scale] = network
+    def _load(self, scale: int) -> Any:
+        import torch
+
+        checkpoint = self._checkpoints.get(scale)
+        if checkpoint is None:
+            raise SRUnavailable(self.unavailable_reason(scale))
+        try:
+            network, _config = load_network(checkpoint.path)
+        except CheckpointError as exc:
+            raise SRUnavailable(str(exc)) from exc
+        network = network.to(self.device)
+        if self.device == "cpu" and self.channels_last:
+            network = network.to(memory_format=torch.channels_last)
+        if self.half and self.device != "cpu":
+            network = network.half()
         return network
 
     def _forward(self, scale: int, windows: list[np.ndarray]) -> list[np.ndarray]:
@@ -317,31 +396,6 @@ class SREngine:
             y = y.permute(0, 2, 3, 1).contiguous().cpu().numpy()
         self.batches_run += 1
         return list(y)
-
-    def _run_stacked(self, jobs: list[_Job]) -> list[np.ndarray]:
-        return self._forward(jobs[0].scale, [job.pixels for job in jobs])
-
-    def _run_tiled(self, job: _Job) -> tuple[np.ndarray, int]:
-        pixels, s = job.pixels, job.scale
-        h, w = pixels.shape[:2]
-        out = np.empty((h * s, w * s, 3), dtype=np.uint8)
-        tiles = list(itertools.product(spans(h, self.tile, self.tile_pad), spans(w, self.tile, self.tile_pad)))
-        per_batch = 1 if self.device == "cpu" else self.max_batch
-        for group in _chunks(tiles, per_batch):
-            if job.deadline is not None and time.monotonic() > job.deadline:
-                raise SRTimeout("super-resolution did not finish before the deadline")
-            windows = [pixels[ys.win0:ys.win1, xs.win0:xs.win1] for ys, xs in group]
-            for (ys, xs), result in zip(group, self._forward(s, windows), strict=True):
-                out[ys.core0 * s:ys.core1 * s, xs.core0 * s:xs.core1 * s] = result[
-                    (ys.core0 - ys.win0) * s:(ys.core1 - ys.win0) * s,
-                    (xs.core0 - xs.win0) * s:(xs.core1 - xs.win0) * s,
-                ]
-        return out, len(tiles)
-
-
-def _chunks(items: list, size: int) -> Iterator[list]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
 
 
 def _pick_device(requested: str) -> str:
