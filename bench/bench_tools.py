@@ -10,11 +10,13 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import time
+from pathlib import Path
 
 import httpx
 
-from bench.common import Server, abba, photo_4000x3000, summary
+from bench.common import ROOT, Server, abba, photo_4000x3000, summary
 from toolserver.config import Settings
 from toolserver.core import Core
 from toolserver.models import CreateSessionRequest, ImageInput
@@ -32,13 +34,19 @@ CASES = [
     ("imagent", "zoom_in", {"image_index": 0, "bbox_2d": [400, 400, 650, 650], "label": "x"},
      {"max_tool_calls": 10**6}),
     ("mags-rl", "zoom", {"boxes": [[1000, 1000, 1500, 1300], [2000, 500, 2400, 900]]}, {"max_tool_calls": 10**6}),
+    ("default", "super_resolution", {"image": 0, "bbox_2d": [400, 400, 450, 450]}, {}),
+    ("default", "magnify", {"boxes": [[400, 400, 450, 450], [600, 300, 650, 340]]}, {}),
 ]
+# The SMFANet checkpoints for the SR tools (without them they fall back or fail, which is not what we time).
+MODEL_DIR = Path(os.environ.get("TOOLSERVER_SR_MODEL_DIR", ROOT.parent / "shared" / "models" / "smfanet"))
 
 
-async def in_process(image_b64: str, iterations: int) -> dict:
-    core = Core(Settings())
+async def in_process(image_b64: str, iterations: int, only: str | None = None) -> dict:
+    core = Core(Settings(sr_model_dir=MODEL_DIR))
     out = {}
     for profile, tool, args, settings in CASES:
+        if only and only not in f"{profile}/{tool}":
+            continue
         created = await core.create_session(CreateSessionRequest(profile=profile, images=[ImageInput(data=image_b64)],
                                                                  **settings))
         times = []
@@ -80,9 +88,13 @@ async def side_by_side(image_b64: str, server: Server, iterations: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--iterations", type=int, default=15)
+    parser.add_argument("--only", help="run only the in-process cases whose profile/tool contains this")
     args = parser.parse_args()
     image_b64 = base64.b64encode(photo_4000x3000()).decode()
-    report = {"in_process": asyncio.run(in_process(image_b64, args.iterations))}
+    report = {"in_process": asyncio.run(in_process(image_b64, args.iterations, args.only))}
+    if args.only:
+        print(json.dumps(report, indent=2))
+        return
     with Server() as server:
         report["http_vs_in_process"] = asyncio.run(side_by_side(image_b64, server, args.iterations))
     print(json.dumps(report, indent=2))
