@@ -35,6 +35,8 @@ from toolserver.models import (
     ToolCallsRequest,
     ToolCallsResponse,
     ToolResult,
+    ValidateRequest,
+    ValidateResponse,
 )
 from toolserver.profiles import PROFILES
 
@@ -296,6 +298,14 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
               summary="Parse raw model output, run the tool calls in it, render the observation")
     async def act(session_id: str, body: ActRequest, request: Request) -> Response:
         return _json(await core.act(session_id, body.text, body.format, base_url=_base_url(request)))
+
+    @app.post("/v1/validate", response_model=ValidateResponse, tags=["validation"],
+              summary="Check many texts against the instruction-following validators, without a session")
+    async def validate(body: ValidateRequest) -> Response:
+        """For reward computation: each item is `{"tool", "params", "text"}`; results come back in the same
+        order, `{"ok": true, "result": bool, "text": "Check result: …"}` or `{"ok": false, "error": {...}}`
+        for an item whose validator, parameters or text is unusable (the rest of the batch still runs)."""
+        return _json(await core.validate(body.items))
 
     # -- operations -------------------------------------------------------------------------------
     @app.get("/healthz", tags=["operations"], summary="Liveness")

@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     max_images_per_session: int = 512
     max_texts_per_session: int = 4096
     max_text_chars: int = 2_000_000
+    max_validate_items: int = Field(default=20_000, description="Checks in one /v1/validate request.")
 
     session_max_bytes: int = 2 * GiB
     total_max_bytes: int = 8 * GiB

@@ -38,6 +38,8 @@ from toolserver.models import (
     TextInfo,
     ToolCallsResponse,
     ToolResult,
+    ValidateItem,
+    ValidateResponse,
 )
 from toolserver.parsers import parse
 from toolserver.pool import WorkPool
@@ -46,6 +48,7 @@ from toolserver.session import ImageEntry, Session, SessionStore, compute_view
 from toolserver.sources import input_bytes
 from toolserver.sr.engine import SREngine
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
+from toolserver.validation.batch import validate_items
 
 log = logging.getLogger("toolserver")
 
@@ -361,6 +364,15 @@ class Core:
             images.append(out)
         error = None if output.ok else ErrorInfo(code=output.error_code or "tool_error", message=output.text)
         return ToolResult(ok=output.ok, tool=name, text=output.text, images=images, error=error, meta=output.meta)
+
+    async def validate(self, items: Sequence[ValidateItem]) -> ValidateResponse:
+        """Batch validation without a session (rewards): results in order, one error per bad item."""
+        if len(items) > self.settings.max_validate_items:
+            raise TooLarge(f"at most {self.settings.max_validate_items} items per validation request")
+        results = await self.pool.run(validate_items, items, self.settings.max_text_chars,
+                                      timeout=self.settings.tool_timeout_s)
+        self.metrics.validations.inc(len(items))
+        return ValidateResponse(results=results)
 
     async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
                                  image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:

@@ -20,6 +20,7 @@ class Metrics:
                                       buckets=LATENCY_BUCKETS, registry=r)
         self.overloaded = Counter("toolserver_overloaded", "Requests refused with 429", registry=r)
         self.sessions_created = Counter("toolserver_sessions_created", "Sessions created", registry=r)
+        self.validations = Counter("toolserver_validations", "Checks run by /v1/validate", registry=r)
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
         Gauge(name, doc, registry=self.registry).set_function(fn)

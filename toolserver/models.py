@@ -202,3 +202,29 @@ class ActResponse(BaseModel):
     results: list[ToolResult]
     observation: list[dict[str, Any]] = Field(
         description="The messages to append, rendered the way the profile's system renders tool output.")
+
+
+# -- batch validation (/v1/validate) -------------------------------------------------------------
+class ValidateItem(BaseModel):
+    """One check. `params` and `text` are checked per item, so one bad item never fails the batch."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool: str = Field(description="A validator name, e.g. `check_whether_response_word_count_in_range`.")
+    params: Any = Field(default_factory=dict, description="The validator's parameters, without `response`.")
+    text: Any = Field(description="The text to check.")
+
+
+class ValidateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    items: list[ValidateItem]
+
+
+class ValidateResult(BaseModel):
+    ok: bool
+    result: bool | None = None
+    text: str | None = Field(default=None, description="`Check result: True` / `Check result: False`.")
+    error: ErrorInfo | None = None
+
+
+class ValidateResponse(BaseModel):
+    results: list[ValidateResult]

@@ -23,6 +23,7 @@ from toolserver.tools.mags_rl import MagsZoom
 from toolserver.tools.mgpo import MgpoGrounding
 from toolserver.tools.qwen3vl import Qwen3Zoom
 from toolserver.tools.super_resolution import SuperResolution
+from toolserver.tools.validators import validators
 from toolserver.tools.zoom_in import COORD_PHRASES, ZoomIn
 
 # ARM-Thinker's NOT_ALLOWED_TOOL_CALL_MESSAGE, sent once the turn budget is spent (seed_impls.md §1.5).
@@ -83,13 +84,14 @@ def _tools(*tools: Tool) -> dict[str, Tool]:
 
 def _build_profiles() -> dict[str, Profile]:
     profiles = [
-        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, super_resolution and magnify, "
-                "any coordinate convention.",
-                _tools(ZoomIn(), KeypointZoom(), LookbackReuse(), SuperResolution(), Magnify())),
+        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, super_resolution, magnify and "
+                "the 19 instruction-following validators, any coordinate convention.",
+                _tools(ZoomIn(), KeypointZoom(), LookbackReuse(), SuperResolution(), Magnify(),
+                       *validators(strict=True))),
         Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000).",
-                _tools(ArmZoom()), limit_message=ARM_LIMIT_MESSAGE),
+                _tools(ArmZoom(), *validators(strict=False, arm_errors=True)), limit_message=ARM_LIMIT_MESSAGE),
         Profile("arm-thinker-qwen3vl", "ARM-Thinker's Qwen3-VL variant: image_zoom_in_tool with img_idx and label.",
-                _tools(ArmZoomQwen3()), limit_message=ARM_LIMIT_MESSAGE),
+                _tools(ArmZoomQwen3(), *validators(strict=False, arm_errors=True)), limit_message=ARM_LIMIT_MESSAGE),
         Profile("qwen3-vl", "Qwen-Agent's official Qwen3-VL image_zoom_in_tool (bbox_2d, label, img_idx).",
                 _tools(Qwen3Zoom())),
         Profile("groundlight", "Groundlight r1_vlm: zoom on a keypoint, <tool> key-value calls, images <= 1024 px.",
