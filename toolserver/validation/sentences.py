@@ -10,7 +10,7 @@ download and no data directory.
 from __future__ import annotations
 
 from collections import defaultdict
-from functools import cache
+from functools import cache, lru_cache
 
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
@@ -27,6 +27,14 @@ def english_tokenizer() -> PunktSentenceTokenizer:
     return PunktSentenceTokenizer(params)
 
 
+@lru_cache(maxsize=256)
+def _sentences(text: str) -> tuple[str, ...]:
+    return tuple(english_tokenizer().tokenize(text))
+
+
 def sent_tokenize(text: str) -> list[str]:
-    """What `nltk.sent_tokenize(text)` returns with the English punkt_tab model installed."""
-    return english_tokenizer().tokenize(text)
+    """What `nltk.sent_tokenize(text)` returns with the English punkt_tab model installed.
+
+    Cached: a reward batch or a trajectory usually runs several sentence checks on the same text.
+    """
+    return list(_sentences(text))
