@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from tests.conftest import PHOTOS
+from tests.test_profiles import call
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.tools.validators import SPECS
@@ -17,12 +18,6 @@ def session(client, profile="default", texts=None):
     r = client.post("/v1/sessions", json={"profile": profile, "texts": texts if texts is not None else [ESSAY]})
     assert r.status_code == 201, r.text
     return r.json()["session_id"]
-
-
-def call(client, sid, tool, args):
-    r = client.post(f"/v1/sessions/{sid}/tools/{tool}", json=args)
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def test_listing_matches_arm_thinker_names_and_parameters(client):
