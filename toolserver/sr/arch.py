@@ -14,9 +14,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# EASA pools the features by this factor, so an input must be at least this many pixels on each side.
-MIN_INPUT_SIDE = 8
-
 
 class DMlp(nn.Module):
     """Local detail estimation: a depthwise 3x3 (channel multiplier 2), then a 1x1 MLP with GELU."""
@@ -102,7 +99,9 @@ class FMB(nn.Module):
 
 
 class SMFANet(nn.Module):
-    """RGB in [0, 1] (N x 3 x h x w, h and w >= 8) to RGB of `upscaling_factor` times the size, unclamped.
+    """RGB in [0, 1] (N x 3 x h x w) to RGB of `upscaling_factor` times the size, unclamped.
+
+    h and w must be at least `toolserver.sr.MIN_INPUT_SIDE` (8), EASA's pooling factor.
 
     SMFANet is dim 36 with 8 blocks; SMFANet+ is dim 48 with 12 blocks.
     """

@@ -14,8 +14,10 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toolserver.sr.arch import SMFANet
+if TYPE_CHECKING:
+    from toolserver.sr.arch import SMFANet
 
 OFFICIAL_URL = "https://github.com/Zheng-MJ/SMFANet/raw/main/pretrain/{file}"
 
@@ -107,6 +109,8 @@ def infer_config(state: Mapping[str, object]) -> NetworkConfig:
 def load_network(path: Path) -> tuple[SMFANet, NetworkConfig]:
     """Build the network a checkpoint describes and load it strictly, in eval mode, on the CPU."""
     import torch
+
+    from toolserver.sr.arch import SMFANet
 
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")

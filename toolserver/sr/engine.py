@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from toolserver.sr.arch import MIN_INPUT_SIDE
+from toolserver.sr import MIN_INPUT_SIDE
 from toolserver.sr.checkpoints import CheckpointError, InstalledCheckpoint, load_network, scan
 
 log = logging.getLogger("toolserver.sr")

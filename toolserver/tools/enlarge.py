@@ -14,7 +14,7 @@ from typing import Any
 from PIL import Image
 
 from toolserver.errors import ToolFailure
-from toolserver.sr.arch import MIN_INPUT_SIDE
+from toolserver.sr import MIN_INPUT_SIDE
 from toolserver.sr.engine import SRTimeout, SRUnavailable
 from toolserver.tools.base import ToolContext
 

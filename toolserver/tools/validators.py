@@ -16,6 +16,7 @@ ARM-Thinker's error listing the keys that exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
@@ -138,6 +139,7 @@ class _StrictValidatorArgs(_ValidatorArgs):
         return self
 
 
+@cache  # one class per form, shared by the profiles that list the validator
 def args_model(name: str, *, strict: bool, with_response: bool = True) -> type[BaseModel]:
     _description, params = SPECS[name]
     fields: dict[str, Any] = {}
@@ -170,22 +172,22 @@ class Validator(Tool):
         self.Args = args_model(name, strict=strict)
         self.error_prefix = "Error when executing tool: " if arm_errors else "Error: "
 
-    def text_of(self, ctx: ToolContext, ref: str) -> str:
+    def text_of(self, ctx: ToolContext, ref: str) -> tuple[str, str]:
+        """The text to check, and where it came from (its key, or "inline")."""
         if ref in ctx.texts:
-            return ctx.texts[ref]
+            return ctx.texts[ref], ref
         if len(ref) >= INLINE_MIN_CHARS or any(c.isspace() for c in ref):
-            return ref
+            return ref, "inline"
         # ARM-Thinker's words, trailing space included.
         raise ToolFailure(f"{self.error_prefix}Cannot resolve text response key '{ref}'. Current text responses "
                           f"you have are: {list(ctx.texts)}. ", "unknown_text")
 
     def run(self, ctx: ToolContext, args: BaseModel) -> ToolOutput:
-        text = self.text_of(ctx, args.response)  # type: ignore[attr-defined]
+        text, source = self.text_of(ctx, args.response)  # type: ignore[attr-defined]
         try:
             result = run_check(self.name, text, args)
         except (ValueError, TypeError) as exc:  # e.g. a `ranges` entry that is not a pair (arm form)
             raise ToolFailure(f"{self.error_prefix}{exc}", "invalid_arguments") from None
-        source = args.response if args.response in ctx.texts else "inline"  # type: ignore[attr-defined]
         return ToolOutput(text=f"Check result: {result}", meta={"result": result, "text": source})
 
 

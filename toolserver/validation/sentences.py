@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
 
 
 @cache
 def english_tokenizer() -> PunktSentenceTokenizer:
+    # Imported on first use: nltk takes a noticeable part of a second to import.
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
     from punkt.data import english
 
     params = PunktParameters()
