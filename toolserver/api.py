@@ -16,6 +16,7 @@ from fastapi import Body, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
+from starlette.routing import Route
 
 from toolserver import __version__
 from toolserver.config import Settings
@@ -187,16 +188,31 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     core = core or Core(settings)
     settings = core.settings
 
+    mcp = None
+    if settings.mcp_enabled:
+        from toolserver.mcp_server import McpEndpoint  # the mcp SDK costs import time; only when served
+
+        mcp = McpEndpoint(core, idle_timeout_s=settings.mcp_idle_timeout_s,
+                          allowed_hosts=settings.mcp_allowed_hosts or None)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         await core.start()
         try:
-            yield
+            if mcp is None:
+                yield
+            else:
+                async with mcp.run():
+                    yield
         finally:
             await core.stop()
 
     app = FastAPI(title="toolserver", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.core = core
+    if mcp is not None:
+        # A plain route (not a Mount) so that `/mcp` itself answers, without a redirect to `/mcp/`.
+        app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"],
+                                       include_in_schema=False))
 
     @app.exception_handler(ToolServerError)
     async def _on_error(_request: Request, exc: ToolServerError) -> JSONResponse:

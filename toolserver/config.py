@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     sr_cpu_workers: int | None = Field(default=None, description="SMFANet CPU workers (default: one per core).")
     sr_threads: int | None = Field(default=None, description="Torch threads per CPU worker (default: cores/workers).")
 
+    mcp_enabled: bool = Field(default=True, description="Serve the MCP endpoint at /mcp.")
+    mcp_idle_timeout_s: float = Field(default=1800.0, gt=0, description="Idle MCP sessions (and theirs) end.")
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host headers /mcp accepts (DNS-rebinding guard); empty: any.")
+
     png_compress_level: int = 1
     jpeg_quality: int = 95
     webp_quality: int = 90

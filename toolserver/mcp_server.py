@@ -1,0 +1,189 @@
+"""MCP endpoint (streamable HTTP, official `mcp` SDK) over the same core: `/mcp?profile=…`.
+
+- `tools/list`: the profile's tools (the same JSON schemas as `/v1/tools`) plus `load_image`, which puts an
+  image (base64, data URI, or a server path under an allowed root) into the session and returns its key.
+- `tools/call`: text and image content blocks; a tool-level failure is `isError: true` with the same
+  model-readable text the HTTP API returns; protocol problems are JSON-RPC errors.
+- One toolserver session per MCP session (`Mcp-Session-Id`), created on first use with the profile from the
+  URL, expiring with the MCP session's idle timeout and released when the client ends the MCP session.
+
+The 2026-07-28 protocol has no sessions, so the endpoint answers `server/discover` with "method not found"
+and the SDK's clients fall back to the session-keeping handshake. A client pinned to the stateless protocol
+still works for tools that need no stored image (each call runs in a throwaway session); `load_image` then
+says why it cannot keep an image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.types import Receive, Scope, Send
+
+from toolserver import __version__
+from toolserver.core import Core, format_validation_error
+from toolserver.errors import SessionGone, ToolServerError
+from toolserver.models import CreateSessionRequest, ImageInput, OutputSettings, ToolResult
+from toolserver.profiles import get_profile
+from toolserver.schema import parameters_schema
+
+MCP_SESSION_HEADER = "mcp-session-id"
+LOAD_IMAGE = "load_image"
+
+
+class LoadImageArgs(BaseModel):
+    """Load an image into this session and get back the key that tools use to refer to it."""
+
+    model_config = ConfigDict(extra="forbid")
+    data: str | None = Field(default=None, description="The image as base64 or a `data:image/...` URI.")
+    path: str | None = Field(default=None, description="A file on the server, under an allowed root.")
+    key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]{1,128}$",
+                            description="The key to store it under; default: the profile's next key.")
+
+
+def _load_image_tool() -> types.Tool:
+    return types.Tool(name=LOAD_IMAGE, description=(LoadImageArgs.__doc__ or "").strip() +
+                      " Give exactly one of `data` or `path`.", input_schema=parameters_schema(LoadImageArgs))
+
+
+def _content(result: ToolResult) -> types.CallToolResult:
+    blocks: list[Any] = [types.TextContent(type="text", text=result.text)]
+    blocks += [types.ImageContent(type="image", data=image.data, mime_type=image.mime)
+               for image in result.images if image.data is not None]
+    return types.CallToolResult(content=blocks, is_error=not result.ok)
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+class McpEndpoint:
+    """The MCP adapter: a lowlevel SDK server whose handlers call the core, and its ASGI entry point."""
+
+    def __init__(self, core: Core, *, idle_timeout_s: float = 1800.0, allowed_hosts: list[str] | None = None):
+        self.core = core
+        self.idle_timeout_s = idle_timeout_s
+        self.sessions: dict[str, str] = {}  # MCP session id -> toolserver session id
+        self._creating: dict[str, asyncio.Future[str]] = {}
+        self.server: Server[Any] = Server("toolserver", version=__version__,
+                                          instructions="Visual tools over a per-session memory of images.",
+                                          on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+        self.server.add_request_handler("server/discover", types.RequestParams, self._no_discover)
+        security = (TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
+                                              allowed_origins=[f"http://{h}" for h in allowed_hosts])
+                    if allowed_hosts else TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        self.manager = StreamableHTTPSessionManager(app=self.server, security_settings=security,
+                                                    session_idle_timeout=idle_timeout_s)
+        self._asgi = StreamableHTTPASGIApp(self.manager)
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._asgi(scope, receive, send)
+        if scope.get("method") == "DELETE":  # the client ended its MCP session: free what it held
+            headers = dict(scope.get("headers") or [])
+            mcp_session = headers.get(MCP_SESSION_HEADER.encode(), b"").decode("latin-1")
+            session_id = self.sessions.pop(mcp_session, None)
+            if session_id is not None:
+                with contextlib.suppress(ToolServerError):
+                    self.core.release(session_id)
+
+    # -- handlers ----------------------------------------------------------------------------------
+    async def _no_discover(self, ctx: Any, params: Any) -> Any:
+        raise MCPError(types.METHOD_NOT_FOUND, "this endpoint keeps per-session state: use the initialize handshake")
+
+    @staticmethod
+    def _profile(ctx: Any) -> str:
+        request = getattr(ctx, "request", None)
+        return request.query_params.get("profile", "default") if request is not None else "default"
+
+    @staticmethod
+    def _mcp_session(ctx: Any) -> str | None:
+        request = getattr(ctx, "request", None)
+        return request.headers.get(MCP_SESSION_HEADER) if request is not None else None
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        try:
+            entries = self.core.list_tools(self._profile(ctx))
+        except ToolServerError as exc:
+            raise MCPError(types.INVALID_PARAMS, exc.message) from None
+        tools = [types.Tool(name=e["function"]["name"], description=e["function"]["description"],
+                            input_schema=e["function"]["parameters"]) for e in entries]
+        return types.ListToolsResult(tools=[_load_image_tool(), *tools])
+
+    async def _new_session(self, profile: str) -> str:
+        request = CreateSessionRequest(profile=profile, output=OutputSettings(delivery="inline"),
+                                       ttl_s=self.idle_timeout_s)
+        return (await self.core.create_session(request)).session_id
+
+    async def _session_for(self, mcp_session: str, profile: str) -> str:
+        session_id = self.sessions.get(mcp_session)
+        if session_id is not None:
+            return session_id
+        future = self._creating.get(mcp_session)
+        if future is None:  # concurrent first calls of one MCP session share one creation
+            future = asyncio.ensure_future(self._new_session(profile))
+            self._creating[mcp_session] = future
+            try:
+                self.sessions[mcp_session] = await future
+            finally:
+                self._creating.pop(mcp_session, None)
+        return await future
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        profile, mcp_session = self._profile(ctx), self._mcp_session(ctx)
+        arguments = dict(params.arguments or {})
+        try:
+            get_profile(profile)
+        except ToolServerError as exc:
+            raise MCPError(types.INVALID_PARAMS, exc.message) from None
+        if mcp_session is None:
+            return await self._stateless_call(profile, params.name, arguments)
+        for attempt in range(2):
+            session_id = await self._session_for(mcp_session, profile)
+            try:
+                if params.name == LOAD_IMAGE:
+                    return await self._load_image(session_id, arguments)
+                return _content(await self.core.call_tool(session_id, params.name, arguments))
+            except SessionGone:
+                # Expired or evicted while the MCP session lived on: start a fresh one once.
+                self.sessions.pop(mcp_session, None)
+                if attempt:
+                    raise
+            except ToolServerError as exc:
+                return _error(f"Error: {exc.message}")
+        raise AssertionError("unreachable")
+
+    async def _stateless_call(self, profile: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if name == LOAD_IMAGE:
+            return _error("Error: this MCP connection has no session (protocol 2026-07-28), so an image cannot be "
+                          "kept between calls; connect with the initialize handshake.")
+        session_id = await self._new_session(profile)
+        try:
+            return _content(await self.core.call_tool(session_id, name, arguments))
+        except ToolServerError as exc:
+            return _error(f"Error: {exc.message}")
+        finally:
+            with contextlib.suppress(ToolServerError):
+                self.core.release(session_id)
+
+    async def _load_image(self, session_id: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        try:
+            args = LoadImageArgs.model_validate(arguments)
+            image = ImageInput(data=args.data, path=args.path, key=args.key)
+        except ValidationError as exc:
+            return _error(format_validation_error(LOAD_IMAGE, exc))
+        (info,) = await self.core.add_images(session_id, [image])
+        return types.CallToolResult(content=[types.TextContent(
+            type="text", text=f"Loaded image `{info.key}` (index {info.index}, {info.width}x{info.height} pixels).")])
