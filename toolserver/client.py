@@ -120,7 +120,7 @@ class _Wait:
     """Exponential backoff with jitter, or the server's `Retry-After` when it gives one (capped)."""
 
     def __init__(self, backoff: float, max_backoff: float):
-        self.exponential = wait_exponential_jitter(initial=backoff, max=max_backoff, jitter=backoff)
+        self.exponential = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
         self.max_backoff = max_backoff
 
     def __call__(self, state) -> float:

@@ -80,7 +80,9 @@ class McpEndpoint:
         security = (TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
                                               allowed_origins=[f"http://{h}" for h in allowed_hosts])
                     if allowed_hosts else TransportSecuritySettings(enable_dns_rebinding_protection=False))
-        self.manager = StreamableHTTPSessionManager(app=self.server, security_settings=security,
+        # JSON answers, not SSE: the SDK's clients cap one SSE event at 1 MiB, which a full-resolution image
+        # block exceeds; JSON responses have no such cap. (No tool here streams progress.)
+        self.manager = StreamableHTTPSessionManager(app=self.server, security_settings=security, json_response=True,
                                                     session_idle_timeout=idle_timeout_s)
         self._asgi = StreamableHTTPASGIApp(self.manager)
 

@@ -1,0 +1,105 @@
+"""The MCP endpoint, driven by the official MCP SDK client against a real server process."""
+
+import asyncio
+import base64
+import io
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from PIL import Image
+
+from tests.conftest import PHOTOS, gradient, png_bytes, start_server, stop_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mcp")
+    live = start_server({"TOOLSERVER_DATA_DIR": str(tmp), "TOOLSERVER_ALLOWED_ROOTS": f'["{PHOTOS}"]'})
+    yield live
+    stop_server(live)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_tools_images_and_errors(server):
+    picture = gradient(400, 300)
+
+    async def main():
+        async with Client(f"{server.url}/mcp?profile=default") as mcp:
+            names = [t.name for t in (await mcp.list_tools()).tools]
+            loaded = await mcp.call_tool("load_image", {"data": base64.b64encode(png_bytes(picture)).decode()})
+            zoom = await mcp.call_tool("zoom_in", {"image": "original_image", "bbox_2d": [0, 0, 500, 500]})
+            bad_box = await mcp.call_tool("zoom_in", {"image": "original_image", "bbox_2d": [600, 0, 100, 500]})
+            unknown = await mcp.call_tool("zoom_in", {"image": "nope", "bbox_2d": [0, 0, 10, 10]})
+            return names, loaded, zoom, bad_box, unknown
+
+    names, loaded, zoom, bad_box, unknown = run(main())
+    assert names[0] == "load_image" and {"zoom_in", "lookback_reuse", "magnify"} <= set(names)
+    assert "check_whether_response_word_count_in_range" in names
+    assert not loaded.is_error and "`original_image`" in loaded.content[0].text
+
+    assert not zoom.is_error
+    assert [block.type for block in zoom.content] == ["text", "image"]
+    image_block = zoom.content[1]
+    assert image_block.mime_type == "image/png"
+    crop = Image.open(io.BytesIO(base64.b64decode(image_block.data)))
+    assert crop.tobytes() == picture.convert("RGB").crop((0, 0, 200, 150)).tobytes()
+
+    assert bad_box.is_error and "x1 < x2" in bad_box.content[0].text
+    assert unknown.is_error and "Available images" in unknown.content[0].text
+
+
+def test_one_toolserver_session_per_mcp_session(server):
+    async def session(path: str):
+        async with Client(f"{server.url}/mcp?profile=default") as mcp:
+            await mcp.call_tool("load_image", {"path": path, "key": "photo"})
+            first = await mcp.call_tool("zoom_in", {"image": "photo", "bbox_2d": [0, 0, 1000, 1000]})
+            again = await mcp.call_tool("lookback_reuse", {"image": first.content[0].text.split("`")[3]}) \
+                if "`" in first.content[0].text else None
+            return first, again
+
+    async def main():
+        return await asyncio.gather(session(str(PHOTOS / "TwoWings.jpg")),
+                                    session(str(PHOTOS / "Bridge_by_Sander_Klootwijk.jpg")))
+
+    (wings, wings_again), (bridge, _) = run(main())
+    sizes = [Image.open(io.BytesIO(base64.b64decode(r.content[1].data))).size for r in (wings, bridge)]
+    assert sizes[0] == Image.open(PHOTOS / "TwoWings.jpg").size
+    assert sizes[1] == Image.open(PHOTOS / "Bridge_by_Sander_Klootwijk.jpg").size
+    assert wings_again is not None and not wings_again.is_error
+
+
+def test_profile_from_the_url(server):
+    async def main():
+        async with Client(f"{server.url}/mcp?profile=arm-thinker") as mcp:
+            return [t.name for t in (await mcp.list_tools()).tools]
+
+    names = run(main())
+    assert "zoom_in" not in names and len(names) == 1 + 1 + 19  # load_image, ARM's zoom, the validators
+
+    async def unknown():
+        async with Client(f"{server.url}/mcp?profile=no-such-profile") as mcp:
+            try:
+                await mcp.list_tools()
+            except MCPError as exc:  # a protocol error, not a tool result
+                return exc
+        return None
+
+    error = run(unknown())
+    assert isinstance(error, MCPError) and "no-such-profile" in error.message
+
+
+def test_a_stateless_client_still_runs_tools_that_need_no_stored_image(server):
+    async def main():
+        async with Client(f"{server.url}/mcp", mode="2026-07-28") as mcp:
+            check = await mcp.call_tool("check_whether_response_word_count_in_range",
+                                        {"response": "three short words", "lower_bound": 3, "upper_bound": 3})
+            load = await mcp.call_tool("load_image", {"data": base64.b64encode(png_bytes(gradient(8, 8))).decode()})
+            return check, load
+
+    check, load = run(main())
+    assert not check.is_error and check.content[0].text == "Check result: True"
+    assert load.is_error and "initialize handshake" in load.content[0].text
