@@ -180,6 +180,7 @@ class _Shared:
                                                       ttl_s=self.config.session_ttl_s)
 
     async def for_trajectory(self, request_id: str, images: list[Any], texts: Any) -> AsyncSession:
+        self.get_client()  # first, so that a new event loop's reset cannot drop the future stored below
         future = self.trajectories.get(request_id)
         if future is None or (future.done() and future.exception() is not None):
             # Parallel calls of one trajectory wait on the same creation.
