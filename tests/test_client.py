@@ -88,7 +88,7 @@ def test_protocol_errors_say_what_went_wrong():
     fastapi_422 = httpx.Response(422, json={"detail": [{"loc": ["body", "items"], "msg": "Field required"}]})
     transport, _ = scripted(fastapi_422)
     with Client("http://ts", transport=transport) as client, \
-            pytest.raises(ToolServerError, match="body.items: Field required"):
+            pytest.raises(ToolServerError, match=r"body\.items: Field required"):
         client.validate([])
 
 

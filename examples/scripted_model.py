@@ -1,0 +1,108 @@
+"""A scripted stand-in for an OpenAI-compatible chat endpoint, so the rollout example runs without a model.
+
+`POST /v1/chat/completions` answers from a script chosen by the request's `model` name (`scripted-<format>`),
+one step per assistant turn already in the conversation. Each script calls tools in that format, sends one
+malformed call (to show the model-readable error that comes back instead of a silent drop), and ends with an
+`<answer>`. Answers are built with the `openai` package's own `ChatCompletion` type.
+
+    python examples/scripted_model.py --port 8001
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, HTTPException
+from openai.types.chat import ChatCompletion
+
+
+def _hermes(name: str, arguments: dict[str, Any]) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def _tool_call(name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": {"name": name, "arguments": text}}
+
+
+ANSWER = "<answer>I have looked closely; the detail is visible in the zoomed image.</answer>"
+
+# format -> steps; a step is assistant text, or a list of OpenAI tool calls (openai format only).
+SCRIPTS: dict[str, list[Any]] = {
+    "openai": [
+        [_tool_call("zoom_in", {"image": "original_image", "bbox_2d": [100, 100, 600, 500], "label": "sign"}),
+         _tool_call("keypoint_zoom", {"image": "original_image", "keypoint": [500, 500]})],
+        [_tool_call("zoom_in", '{"image": "original_image", "bbox_2d": [100, 100'),  # malformed JSON
+         _tool_call("lookback_reuse", {"image": "observation_1", "reason": "check the sign again"})],
+        ANSWER,
+    ],
+    "hermes": [
+        "<think>The sign is small.</think>" + _hermes("zoom_in", {"image": "original_image",
+                                                                  "bbox_2d": [200, 200, 700, 600]}),
+        "<think>Let me also check the corner.</think><tool_call>{\"name\": \"zoom_in\", \"arguments\": {</tool_call>",
+        _hermes("zoom_in", {"image": "observation_1", "bbox_2d": [0, 0, 500, 500]}),
+        ANSWER,
+    ],
+    "groundlight": [
+        "<think>I should look at the middle.</think>\n<tool>\nname: zoom\nkeypoint: [400, 300]\n</tool>",
+        "<think>Again, closer.</think>\n<tool>\nname: zoom\nkeypoint: [400.5, 300]\n</tool>",
+        "<think>Now I can see it.</think>\n" + ANSWER,
+    ],
+    "mags-rl": [
+        "<think>Two regions matter. <zoom>[[40, 40, 200, 160], [250, 120, 400, 260]]</zoom></think>",
+        "<think>Enough detail.</think>" + ANSWER,
+    ],
+    "mgpo": [
+        'The object is here:\n```json\n[{"bbox_2d": [60, 60, 420, 360], "label": "the sign"}]\n```',
+        ANSWER,
+    ],
+    "mini-o3": [
+        '<think>Zoom on the left part.</think><grounding>{"bbox_2d": [0, 100, 500, 900], '
+        '"source": "original_image"}</grounding>',
+        "<think>Something went wrong.</think><grounding>{bbox_2d: oops}</grounding>",
+        '<grounding>{"bbox_2d": [200, 0, 800, 500], "source": "observation_1"}</grounding>',
+        ANSWER,
+    ],
+}
+
+
+def completion(model: str, step: Any) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": step if isinstance(step, str) else None}
+    if not isinstance(step, str):
+        message["tool_calls"] = step
+    body = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [{"index": 0, "message": message,
+                                         "finish_reason": "stop" if isinstance(step, str) else "tool_calls"}]}
+    return ChatCompletion.model_validate(body).model_dump(exclude_none=True)
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="scripted model")
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict[str, Any]) -> dict[str, Any]:
+        model = str(body.get("model", ""))
+        script = SCRIPTS.get(model.removeprefix("scripted-"))
+        if script is None:
+            raise HTTPException(404, f"unknown model {model!r}; models: {[f'scripted-{k}' for k in SCRIPTS]}")
+        turn = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        return completion(model, script[min(turn, len(script) - 1)])
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    args = parser.parse_args()
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
