@@ -111,17 +111,11 @@ def test_api_key_is_sent_as_bearer():
 
 
 # -- against a real server process ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("client")
-    live = start_server({"TOOLSERVER_DATA_DIR": str(tmp), "TOOLSERVER_ALLOWED_ROOTS": f'["{PHOTOS}"]'})
-    yield live
-    stop_server(live)
 
 
-def test_session_from_pil_path_and_bytes(server):
+def test_session_from_pil_path_and_bytes(live_server):
     pil = gradient(640, 480)
-    with Client(server.url) as ts, ts.create_session([pil, photo("TwoWings.jpg"), png_bytes(gradient(9, 7))],
+    with Client(live_server.url) as ts, ts.create_session([pil, photo("TwoWings.jpg"), png_bytes(gradient(9, 7))],
                                                      texts={"answer": "One. Two."}) as session:
         wings = Image.open(photo("TwoWings.jpg")).size
         assert [(i.width, i.height) for i in session.images] == [(640, 480), wings, (9, 7)]
@@ -134,12 +128,12 @@ def test_session_from_pil_path_and_bytes(server):
                              {"response": "answer", "lower_bound": 2, "upper_bound": 2})
         assert check.text == "Check result: True"
         sid = session.id
-    with Client(server.url) as ts, pytest.raises(SessionNotFound):
+    with Client(live_server.url) as ts, pytest.raises(SessionNotFound):
         ts.session(sid)  # released on leaving the block
 
 
-def test_server_paths_urls_and_keys_go_as_json(server):
-    with Client(server.url) as ts:
+def test_server_paths_urls_and_keys_go_as_json(live_server):
+    with Client(live_server.url) as ts:
         session = ts.create_session({"bridge": ImageInput(path=str(PHOTOS / BRIDGE)), "small": gradient(8, 8)})
         assert [i.key for i in session.images] == ["bridge", "small"]
         assert session.images[0].width == 4352
@@ -151,13 +145,13 @@ def test_server_paths_urls_and_keys_go_as_json(server):
         session.release()  # already gone: not an error
 
 
-def test_tool_calls_from_openai_objects_and_act(server):
+def test_tool_calls_from_openai_objects_and_act(live_server):
     from openai.types.chat import ChatCompletionMessageToolCall
 
     call = ChatCompletionMessageToolCall.model_validate({
         "id": "call_1", "type": "function",
         "function": {"name": "zoom_in", "arguments": '{"image": 0, "bbox_2d": [0, 0, 1000, 1000]}'}})
-    with Client(server.url) as ts, ts.create_session([gradient(40, 30)]) as session:
+    with Client(live_server.url) as ts, ts.create_session([gradient(40, 30)]) as session:
         reply = session.run_tool_calls([call], image_message="user")
         assert [m["role"] for m in reply.messages] == ["tool", "user"]
         assert reply.messages[0]["tool_call_id"] == "call_1"
@@ -169,7 +163,7 @@ def test_tool_calls_from_openai_objects_and_act(server):
                              "params": {"lower_bound": 3, "upper_bound": 3}}])[0].result is True
 
 
-def test_async_client_against_the_server(server):
+def test_async_client_against_the_server(live_server):
     async def trajectory(client: AsyncClient, i: int) -> list[bool]:
         async with await client.create_session([Image.new("RGB", (50, 40), (i, 0, 0))]) as session:
             results = [await session.call("zoom_in", image=0, bbox_2d=[0, 0, 1000, 1000]) for _ in range(3)]
@@ -177,14 +171,14 @@ def test_async_client_against_the_server(server):
             return [r.ok for r in results] + [pixel == (i, 0, 0)]
 
     async def main():
-        async with AsyncClient(server.url) as client:
+        async with AsyncClient(live_server.url) as client:
             return await asyncio.gather(*(trajectory(client, i) for i in range(16)))
 
     assert all(all(oks) for oks in asyncio.run(main()))
 
 
-def test_timeout_raises_and_the_server_stays_usable(server):
-    with Client(server.url, timeout=30) as ts, ts.create_session([ImageInput(path=str(PHOTOS / BRIDGE))]) as session:
+def test_timeout_raises_and_the_server_stays_usable(live_server):
+    with Client(live_server.url, timeout=30) as ts, ts.create_session([ImageInput(path=str(PHOTOS / BRIDGE))]) as session:
         with pytest.raises(ToolServerTimeout):
             session.call("zoom_in", image=0, bbox_2d=[0, 0, 1000, 1000], timeout=0.001)
         assert session.call("zoom_in", image=0, bbox_2d=[0, 0, 100, 100]).ok

@@ -4,31 +4,22 @@ import asyncio
 import base64
 import io
 
-import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from PIL import Image
 
-from tests.conftest import PHOTOS, gradient, png_bytes, start_server, stop_server
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mcp")
-    live = start_server({"TOOLSERVER_DATA_DIR": str(tmp), "TOOLSERVER_ALLOWED_ROOTS": f'["{PHOTOS}"]'})
-    yield live
-    stop_server(live)
+from tests.conftest import PHOTOS, gradient, png_bytes
 
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-def test_tools_images_and_errors(server):
+def test_tools_images_and_errors(live_server):
     picture = gradient(400, 300)
 
     async def main():
-        async with Client(f"{server.url}/mcp?profile=default") as mcp:
+        async with Client(f"{live_server.url}/mcp?profile=default") as mcp:
             names = [t.name for t in (await mcp.list_tools()).tools]
             loaded = await mcp.call_tool("load_image", {"data": base64.b64encode(png_bytes(picture)).decode()})
             zoom = await mcp.call_tool("zoom_in", {"image": "original_image", "bbox_2d": [0, 0, 500, 500]})
@@ -52,9 +43,9 @@ def test_tools_images_and_errors(server):
     assert unknown.is_error and "Available images" in unknown.content[0].text
 
 
-def test_one_toolserver_session_per_mcp_session(server):
+def test_one_toolserver_session_per_mcp_session(live_server):
     async def session(path: str):
-        async with Client(f"{server.url}/mcp?profile=default") as mcp:
+        async with Client(f"{live_server.url}/mcp?profile=default") as mcp:
             await mcp.call_tool("load_image", {"path": path, "key": "photo"})
             first = await mcp.call_tool("zoom_in", {"image": "photo", "bbox_2d": [0, 0, 1000, 1000]})
             again = await mcp.call_tool("lookback_reuse", {"image": first.content[0].text.split("`")[3]}) \
@@ -72,16 +63,16 @@ def test_one_toolserver_session_per_mcp_session(server):
     assert wings_again is not None and not wings_again.is_error
 
 
-def test_profile_from_the_url(server):
+def test_profile_from_the_url(live_server):
     async def main():
-        async with Client(f"{server.url}/mcp?profile=arm-thinker") as mcp:
+        async with Client(f"{live_server.url}/mcp?profile=arm-thinker") as mcp:
             return [t.name for t in (await mcp.list_tools()).tools]
 
     names = run(main())
     assert "zoom_in" not in names and len(names) == 1 + 1 + 19  # load_image, ARM's zoom, the validators
 
     async def unknown():
-        async with Client(f"{server.url}/mcp?profile=no-such-profile") as mcp:
+        async with Client(f"{live_server.url}/mcp?profile=no-such-profile") as mcp:
             try:
                 await mcp.list_tools()
             except MCPError as exc:  # a protocol error, not a tool result
@@ -92,9 +83,9 @@ def test_profile_from_the_url(server):
     assert isinstance(error, MCPError) and "no-such-profile" in error.message
 
 
-def test_a_stateless_client_still_runs_tools_that_need_no_stored_image(server):
+def test_a_stateless_client_still_runs_tools_that_need_no_stored_image(live_server):
     async def main():
-        async with Client(f"{server.url}/mcp", mode="2026-07-28") as mcp:
+        async with Client(f"{live_server.url}/mcp", mode="2026-07-28") as mcp:
             check = await mcp.call_tool("check_whether_response_word_count_in_range",
                                         {"response": "three short words", "lower_bound": 3, "upper_bound": 3})
             load = await mcp.call_tool("load_image", {"data": base64.b64encode(png_bytes(gradient(8, 8))).decode()})
@@ -103,3 +94,22 @@ def test_a_stateless_client_still_runs_tools_that_need_no_stored_image(server):
     check, load = run(main())
     assert not check.is_error and check.content[0].text == "Check result: True"
     assert load.is_error and "initialize handshake" in load.content[0].text
+
+
+def sessions_live(url: str) -> float:
+    import httpx
+
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if line.startswith("toolserver_sessions_live "):
+            return float(line.split()[1])
+    raise AssertionError("no toolserver_sessions_live metric")
+
+
+def test_ending_the_mcp_session_releases_its_toolserver_session(live_server):
+    async def main():
+        async with Client(f"{live_server.url}/mcp") as mcp:
+            await mcp.call_tool("load_image", {"data": base64.b64encode(png_bytes(gradient(8, 8))).decode()})
+            return sessions_live(live_server.url)
+
+    during = run(main())
+    assert sessions_live(live_server.url) == during - 1

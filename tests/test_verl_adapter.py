@@ -7,23 +7,16 @@ import io
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 import yaml
 from PIL import Image
 
-from tests.conftest import PHOTOS, gradient, photo, start_server, stop_server
+from tests.conftest import gradient, photo
 from toolserver.integrations import verl as adapter
 from toolserver.integrations.verl import ToolServerTool, verl_schema
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "verl" / "toolserver_tool_config.yaml"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("verl")
-    live = start_server({"TOOLSERVER_DATA_DIR": str(tmp), "TOOLSERVER_ALLOWED_ROOTS": f'["{PHOTOS}"]'})
-    yield live
-    stop_server(live)
 
 
 def load_tools(config_path: Path, url: str, tmp_path: Path) -> dict[str, ToolServerTool]:
@@ -56,8 +49,8 @@ def test_runs_against_the_right_base_class():
     print(f"verl adapter tested against {'verl' if adapter.USING_VERL else 'the documented signatures'}")
 
 
-def test_schema_from_the_server_keeps_what_verl_drops_in_words(server, tmp_path):
-    tools = load_tools(EXAMPLE, server.url, tmp_path)
+def test_schema_from_the_server_keeps_what_verl_drops_in_words(live_server, tmp_path):
+    tools = load_tools(EXAMPLE, live_server.url, tmp_path)
     assert set(tools) == {"zoom_in", "keypoint_zoom", "lookback_reuse"}
     schema = tools["zoom_in"].get_openai_tool_schema()
     function = schema.function if adapter.USING_VERL else SimpleNamespace(**schema.function)
@@ -71,8 +64,8 @@ def test_schema_from_the_server_keeps_what_verl_drops_in_words(server, tmp_path)
     assert image["type"] == ["string", "integer"]
 
 
-def test_agent_loop_lifecycle_shares_one_session_per_trajectory(server, tmp_path):
-    tools = load_tools(EXAMPLE, server.url, tmp_path)
+def test_agent_loop_lifecycle_shares_one_session_per_trajectory(live_server, tmp_path):
+    tools = load_tools(EXAMPLE, live_server.url, tmp_path)
     wings = Image.open(photo("TwoWings.jpg")).convert("RGB")
 
     async def call(tool: ToolServerTool, args: dict, agent_data) -> tuple:
@@ -109,8 +102,8 @@ def test_agent_loop_lifecycle_shares_one_session_per_trajectory(server, tmp_path
     assert bad_response.image is None
 
 
-def test_instance_scoped_session_without_agent_data(server):
-    tool = ToolServerTool(config={"type": "native", "url": server.url, "tool": "zoom_in"}, tool_schema=None)
+def test_instance_scoped_session_without_agent_data(live_server):
+    tool = ToolServerTool(config={"type": "native", "url": live_server.url, "tool": "zoom_in"}, tool_schema=None)
     picture = gradient(200, 100)
     buffer = io.BytesIO()
     picture.save(buffer, format="PNG")

@@ -313,10 +313,10 @@ class Client:
         self.close()
 
 
-class Session:
-    """One session on the server. Use as a context manager to release it at the end."""
+class _SessionHandle:
+    """What both session handles hold: the client, the creation answer, and the session's URL paths."""
 
-    def __init__(self, client: Client, created: SessionCreated):
+    def __init__(self, client: Any, created: SessionCreated):
         self._client = client
         self.created = created
         self.id = created.session_id
@@ -324,10 +324,17 @@ class Session:
 
     @property
     def images(self) -> list[ImageInfo]:
+        """The session's images so far (inputs added through this handle included)."""
         return self.created.images
 
     def _path(self, suffix: str = "") -> str:
         return f"/v1/sessions/{self.id}{suffix}"
+
+
+class Session(_SessionHandle):
+    """One session on the server. Use as a context manager to release it at the end."""
+
+    _client: Client
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None, /, *, timeout: float | None = None,
              **kwargs: Any) -> ToolResult:
@@ -446,21 +453,10 @@ class AsyncClient:
         await self.aclose()
 
 
-class AsyncSession:
+class AsyncSession(_SessionHandle):
     """The async twin of `Session`; `async with` releases it."""
 
-    def __init__(self, client: AsyncClient, created: SessionCreated):
-        self._client = client
-        self.created = created
-        self.id = created.session_id
-        self.profile = created.profile
-
-    @property
-    def images(self) -> list[ImageInfo]:
-        return self.created.images
-
-    def _path(self, suffix: str = "") -> str:
-        return f"/v1/sessions/{self.id}{suffix}"
+    _client: AsyncClient
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None = None, /, *,
                    timeout: float | None = None, **kwargs: Any) -> ToolResult:
