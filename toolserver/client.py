@@ -15,6 +15,7 @@ timeout is not retried (the call may have run) and raises `ToolServerTimeout`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -158,8 +159,6 @@ def _image_input(image: ImageLike, key: str | None = None) -> ImageInput:
         return ImageInput(data=image, key=key)
     if isinstance(image, str):
         return ImageInput(url=image, key=key)
-    import base64
-
     raw = _raw_bytes(image)
     if raw is None:
         raise TypeError(f"not an image: {type(image).__name__}")
@@ -172,11 +171,10 @@ def _image_payload(images: Sequence[ImageLike] | Mapping[str, ImageLike],
     if not isinstance(images, Mapping):
         raws = [_raw_bytes(image) if not isinstance(image, ImageInput | Mapping) else None for image in images]
         if all(raw is not None for raw in raws):
+            if not raws:  # nothing to upload: the settings alone (create) or an empty list (add)
+                return {"json": settings if settings is not None else {"images": []}}
             files = [("files", (f"image_{i}", raw, "application/octet-stream")) for i, raw in enumerate(raws)]
-            data = {"settings": json.dumps(settings)} if settings is not None else None
-            if not files:
-                return {"json": settings or {}} if settings is not None else {"json": {"images": []}}
-            return {"files": files, "data": data}
+            return {"files": files, "data": {"settings": json.dumps(settings)} if settings is not None else None}
         inputs = [_image_input(image) for image in images]
     else:
         inputs = [_image_input(image, key) for key, image in images.items()]
@@ -224,6 +222,13 @@ class _Config:
     def retrying_kwargs(self) -> dict[str, Any]:
         return {"stop": stop_after_attempt(self.attempts), "wait": self.wait, "reraise": True,
                 "retry": retry_if_exception(lambda e: isinstance(e, _Retryable))}
+
+
+def _as_created(response: httpx.Response) -> SessionCreated:
+    """A `GET /v1/sessions/{id}` answer in the shape a session handle is built from."""
+    info = SessionInfo.model_validate_json(response.content)
+    return SessionCreated(session_id=info.session_id, profile=info.settings.profile, images=info.images,
+                          texts=[t.key for t in info.texts], expires_in_s=info.expires_in_s)
 
 
 def _check(response: httpx.Response) -> httpx.Response:
@@ -283,10 +288,7 @@ class Client:
 
     def session(self, session_id: str) -> Session:
         """A handle on an existing session (for example one created by another process)."""
-        info = SessionInfo.model_validate_json(self.request("GET", f"/v1/sessions/{session_id}").content)
-        return Session(self, SessionCreated(session_id=info.session_id, profile=info.settings.profile,
-                                            images=info.images, texts=[t.key for t in info.texts],
-                                            expires_in_s=info.expires_in_s))
+        return Session(self, _as_created(self.request("GET", f"/v1/sessions/{session_id}")))
 
     def list_tools(self, profile: str = "default", *, strict: bool = False) -> list[dict[str, Any]]:
         """OpenAI function-calling entries, ready for `tools=` of a chat completion."""
@@ -425,10 +427,7 @@ class AsyncClient:
         return AsyncSession(self, SessionCreated.model_validate_json(response.content))
 
     async def session(self, session_id: str) -> AsyncSession:
-        info = SessionInfo.model_validate_json((await self.request("GET", f"/v1/sessions/{session_id}")).content)
-        return AsyncSession(self, SessionCreated(session_id=info.session_id, profile=info.settings.profile,
-                                                 images=info.images, texts=[t.key for t in info.texts],
-                                                 expires_in_s=info.expires_in_s))
+        return AsyncSession(self, _as_created(await self.request("GET", f"/v1/sessions/{session_id}")))
 
     async def list_tools(self, profile: str = "default", *, strict: bool = False) -> list[dict[str, Any]]:
         return (await self.request("GET", "/v1/tools", params={"profile": profile, "strict": strict})).json()

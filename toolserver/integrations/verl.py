@@ -46,9 +46,6 @@ except ImportError:  # BaseTool's documented lifecycle, for use and tests withou
         type: str
         function: dict[str, Any]
 
-        def __getattr__(self, item: str) -> Any:
-            raise AttributeError(item)
-
     class ToolResponse(BaseModel):  # type: ignore[no-redef]
         text: str | None = None
         image: list[Any] | None = None
