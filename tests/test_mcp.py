@@ -69,7 +69,8 @@ def test_profile_from_the_url(live_server):
             return [t.name for t in (await mcp.list_tools()).tools]
 
     names = run(main())
-    assert "zoom_in" not in names and len(names) == 1 + 1 + 19  # load_image, ARM's zoom, the validators
+    # load_image, ARM's zoom, its two document tools, the validators
+    assert "zoom_in" not in names and len(names) == 1 + 1 + 2 + 19
 
     async def unknown():
         async with Client(f"{live_server.url}/mcp?profile=no-such-profile") as mcp:

@@ -31,6 +31,8 @@ from toolserver.models import (
     AddImagesRequest,
     AddTextsRequest,
     CreateSessionRequest,
+    DocumentInfo,
+    IngestPathRequest,
     SessionCreated,
     SessionInfo,
     ToolCallsRequest,
@@ -69,17 +71,19 @@ class BodyLimit:
     class _TooLarge(Exception):
         pass
 
-    def __init__(self, app: Any, max_bytes: int):
+    def __init__(self, app: Any, max_bytes: int, overrides: dict[str, int] | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.overrides = overrides or {}  # exact paths with their own limit (document uploads)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.overrides.get(scope.get("path", ""), self.max_bytes)
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._reject(send)
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                await self._reject(send, limit)
                 return
         received = 0
         started = False
@@ -89,7 +93,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     raise BodyLimit._TooLarge
             return message
 
@@ -102,10 +106,10 @@ class BodyLimit:
             await self.app(scope, limited_receive, tracking_send)
         except BodyLimit._TooLarge:
             if not started:
-                await self._reject(send)
+                await self._reject(send, limit)
 
-    async def _reject(self, send: Any) -> None:
-        body = json.dumps({"detail": f"request body is over the {self.max_bytes}-byte limit",
+    async def _reject(self, send: Any, limit: int) -> None:
+        body = json.dumps({"detail": f"request body is over the {limit}-byte limit",
                            "code": "too_large"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
@@ -323,6 +327,53 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         for an item whose validator, parameters or text is unusable (the rest of the batch still runs)."""
         return _json(await core.validate(body.items))
 
+    # -- documents --------------------------------------------------------------------------------
+    @app.post("/v1/documents", status_code=202, response_model=DocumentInfo, tags=["documents"],
+              summary="Ingest a document: a PDF upload, or a server path (PDF or page-image folder)",
+              responses={200: {"model": DocumentInfo, "description": "Ingested (with `wait=true`)"},
+                         409: {"description": "The document is being ingested already"}},
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+                      "file": {"type": "string", "format": "binary", "description": "The PDF."},
+                      "filename": {"type": "string", "description": "Document id (default: the file's stem)."},
+                  }}},
+                  "application/json": {"schema": {"$ref": "#/components/schemas/IngestPathRequest"}}}}})
+    async def ingest_document(request: Request, wait: bool = False) -> Response:
+        """The document is checked at once (a corrupt or encrypted PDF is a 422 and changes nothing), then
+        rendered and embedded in the background, one document at a time: poll `GET /v1/documents/{filename}`
+        for `pages_done`, or pass `wait=true` to answer when it is done. Ingesting an unchanged document
+        again does nothing (`unchanged: true`); a changed one is replaced; a `partial` one is resumed."""
+        if _is_multipart(request):
+            form = await request.form(max_files=1, max_fields=10)
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile):
+                raise BadRequest("send the PDF as the multipart file field 'file'")
+            filename = form.get("filename")
+            info = await core.ingest_document(data=await upload.read(), upload_name=upload.filename or "document.pdf",
+                                              filename=filename if isinstance(filename, str) and filename else None,
+                                              wait=wait)
+        else:
+            body = _validate(IngestPathRequest, await _json_body(request))
+            info = await core.ingest_document(path=body.path, filename=body.filename, wait=wait)
+        return _json(info, 200 if wait else 202)
+
+    @app.get("/v1/documents", response_model=list[DocumentInfo], tags=["documents"],
+             summary="The documents in the library")
+    async def list_documents() -> Response:
+        docs = core.list_documents()
+        return Response(json.dumps([d.model_dump(mode="json") for d in docs]), media_type="application/json")
+
+    @app.get("/v1/documents/{filename}", response_model=DocumentInfo, tags=["documents"],
+             summary="One document and where its ingestion stands")
+    async def get_document(filename: str) -> Response:
+        return _json(await core.document(filename))
+
+    @app.delete("/v1/documents/{filename}", status_code=204, tags=["documents"],
+                summary="Delete a document: its pages, texts and embeddings")
+    async def delete_document(filename: str) -> Response:
+        await core.delete_document(filename)
+        return Response(status_code=204)
+
     # -- operations -------------------------------------------------------------------------------
     @app.get("/healthz", tags=["operations"], summary="Liveness")
     async def healthz() -> dict[str, str]:
@@ -335,7 +386,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         ready = sr["available"] or not settings.sr_required
         body = {"status": "ready" if ready else "not ready", "version": __version__, "profiles": list(PROFILES),
                 "sessions": len(core.store), "bytes_held": core.store.total_bytes,
-                "workers": core.pool.workers, "queue_limit": core.pool.queue_limit, "super_resolution": sr}
+                "workers": core.pool.workers, "queue_limit": core.pool.queue_limit, "super_resolution": sr,
+                "documents": core.documents.status()}
         if not ready:
             body["reason"] = core.sr.unavailable_reason()
         return JSONResponse(body, status_code=200 if ready else 503)
@@ -345,7 +397,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     async def metrics() -> Response:
         return Response(core.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
+                       overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
     app.add_middleware(ProcessTime)
     return app
 

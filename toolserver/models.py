@@ -228,3 +228,29 @@ class ValidateResult(BaseModel):
 
 class ValidateResponse(BaseModel):
     results: list[ValidateResult]
+
+
+# -- documents (§5) ---------------------------------------------------------------------------------
+class DocumentInfo(BaseModel):
+    """A document in the library and where its ingestion stands."""
+
+    filename: str = Field(description="The document id tools are called with.")
+    kind: Literal["pdf", "images", "mounted"] = "pdf"
+    status: Literal["queued", "ingesting", "partial", "ready", "failed"] = Field(
+        description="`partial`: ingestion stopped midway (what was ingested is kept and searchable); "
+                    "ingesting the same file again resumes it.")
+    pages: int = Field(description="Pages in the source.")
+    pages_done: int = Field(description="Pages rendered, embedded and stored so far.")
+    sha256: str = ""
+    has_text: bool = Field(default=False, description="Whether any page has a text layer.")
+    embedded: list[str] = Field(default_factory=list, description="Embedding spaces stored: `text`, `clip`.")
+    unchanged: bool = Field(default=False, description="This ingestion found the same document already complete.")
+    error: str | None = None
+    updated_at: float = 0.0
+
+
+class IngestPathRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="A PDF, or a folder of `{filename}_{page}.{ext}` images, under an allowed root.")
+    filename: str | None = Field(default=None, description="The document id (default: the file's stem).")

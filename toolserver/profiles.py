@@ -14,6 +14,7 @@ from toolserver.models import ViewSettings
 from toolserver.schema import function_tool
 from toolserver.tools.arm_thinker import ArmZoom, ArmZoomQwen3
 from toolserver.tools.base import Tool
+from toolserver.tools.doc_pages import DocPageByIndex, DocPageSearch
 from toolserver.tools.groundlight import GroundlightZoom
 from toolserver.tools.imagent import ImagentLookback, ImagentZoomIn
 from toolserver.tools.keypoint_zoom import KeypointZoom
@@ -84,12 +85,14 @@ def _tools(*tools: Tool) -> dict[str, Tool]:
 
 def _build_profiles() -> dict[str, Profile]:
     profiles = [
-        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, super_resolution, magnify and "
-                "the 19 instruction-following validators, any coordinate convention.",
+        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, super_resolution, magnify, "
+                "document page retrieval and the 19 instruction-following validators, any coordinate convention.",
                 _tools(ZoomIn(), KeypointZoom(), LookbackReuse(), SuperResolution(), Magnify(),
-                       *validators(strict=True))),
-        Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000).",
-                _tools(ArmZoom(), *validators(strict=False, arm_errors=True)), limit_message=ARM_LIMIT_MESSAGE),
+                       DocPageSearch(), DocPageByIndex(), *validators(strict=True))),
+        Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000), "
+                "document page retrieval and the instruction-following validators.",
+                _tools(ArmZoom(), DocPageSearch(arm_literal=True), DocPageByIndex(arm_literal=True),
+                       *validators(strict=False, arm_errors=True)), limit_message=ARM_LIMIT_MESSAGE),
         Profile("arm-thinker-qwen3vl", "ARM-Thinker's Qwen3-VL variant: image_zoom_in_tool with img_idx and label.",
                 _tools(ArmZoomQwen3(), *validators(strict=False, arm_errors=True)), limit_message=ARM_LIMIT_MESSAGE),
         Profile("qwen3-vl", "Qwen-Agent's official Qwen3-VL image_zoom_in_tool (bbox_2d, label, img_idx).",

@@ -19,6 +19,7 @@ from toolserver.geometry import Coords
 from toolserver.session import ImageEntry, Session, find_image
 
 if TYPE_CHECKING:
+    from toolserver.documents.library import DocumentLibrary
     from toolserver.sr.engine import SREngine
 
 
@@ -51,6 +52,7 @@ class ToolContext:
     coords: Coords
     observations: int  # tool images returned so far in this session
     sr: SREngine | None = None  # the super-resolution engine, shared by all sessions
+    documents: DocumentLibrary | None = None  # the document library, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
     deadline: float | None = None  # time.monotonic() by which the call must finish
 

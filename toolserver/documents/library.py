@@ -1,0 +1,539 @@
+"""The document library: ingestion, the page store, the rankings and their fusion.
+
+On disk, under the documents directory:
+- `pages/{filename}_{page}.{ext}` — the page images, in ARM-Thinker's layout (usable as its RAG_IMAGE_ROOT);
+- `meta/{filename}.json` — the manifest: source hash, page counts, status;
+- `texts/{filename}.jsonl` — each page's text layer, one line per page (the lexical ranking's corpus);
+- `chroma/` — the embedded chromadb store, unless a Chroma server URL is configured.
+
+In chromadb, the CLIP collection holds one record per page (metadata `source`, `page` 1-based: ARM-Thinker's
+layout); the dense-text collection holds one record per passage of a page's text (same metadata), because a
+whole page is longer than a text model's input. Embeddings are always passed in, never computed by chromadb.
+
+Ingestion is resumable: pages are committed in batches and the manifest advances only after a batch is
+stored, so an interrupted run leaves a `partial` document whose pages stay searchable, and ingesting the
+same file again continues where it stopped. An unchanged, complete document is not touched again; a
+changed one (new hash) is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from toolserver.documents.encoders import Encoder
+from toolserver.documents.lexical import LexicalIndex
+from toolserver.documents.sources import (
+    PAGE_IMAGE_EXTS,
+    DocumentError,
+    ImageFolderSource,
+    PdfSource,
+    check_filename,
+    filename_from_path,
+    open_source,
+)
+from toolserver.models import DocumentInfo
+
+log = logging.getLogger("toolserver.documents")
+
+PASSAGE_WORDS = 160  # about 210 word pieces: inside all-MiniLM-L6-v2's 256-token window
+PASSAGE_STRIDE = 120
+CANDIDATES = 100  # records fetched from each vector ranking before fusion
+
+Progress = Callable[[DocumentInfo], None]
+
+
+@dataclass
+class SearchResult:
+    pages: list[int]
+    scores: dict[str, dict[int, float]]  # each ranking alone: page -> score (for meta and the benchmark)
+
+    @property
+    def rankings(self) -> dict[str, list[int]]:
+        return {name: ranked(scores) for name, scores in self.scores.items()}
+
+
+def passages(text: str) -> list[str]:
+    words = text.split()
+    if not words:
+        return []
+    out = []
+    for start in range(0, len(words), PASSAGE_STRIDE):
+        out.append(" ".join(words[start:start + PASSAGE_WORDS]))
+        if start + PASSAGE_WORDS >= len(words):
+            break
+    return out
+
+
+def fuse(scored: list[dict[int, float]]) -> list[int]:
+    """Convex combination of min-max normalised scores, equal weights; ties go to the lower page number.
+
+    Scores rather than ranks, so the size of a lead counts: when BM25 finds an identifier on one page, that
+    page's score stands far above the rest and stays first unless the dense ranking strongly disagrees.
+    With equal weights (nothing tuned) this beats reciprocal-rank fusion on the benchmark questions
+    (BENCHMARKS.md), as Bruch et al. (2023, "An analysis of fusion functions for hybrid retrieval") found.
+    """
+    total: dict[int, float] = {}
+    for scores in scored:
+        for page, value in normalise(scores).items():
+            total[page] = total.get(page, 0.0) + value / len(scored)
+    return ranked(total)
+
+
+def normalise(scores: dict[int, float]) -> dict[int, float]:
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    return {p: (v - low) / (high - low) if high > low else 1.0 for p, v in scores.items()}
+
+
+def ranked(scores: dict[int, float]) -> list[int]:
+    return sorted(scores, key=lambda p: (-scores[p], p))
+
+
+def first_occurrences(pages: list[int]) -> list[int]:
+    seen: set[int] = set()
+    return [p for p in pages if not (p in seen or seen.add(p))]
+
+
+class ChromaStore:
+    """The chromadb client (embedded PersistentClient or a server) and our collections, opened lazily."""
+
+    def __init__(self, path: Path, url: str | None):
+        self.path = path
+        self.url = url
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._collections: dict[str, Any] = {}
+
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import chromadb
+                from chromadb.config import Settings as ChromaSettings
+
+                settings = ChromaSettings(anonymized_telemetry=False)
+                if self.url:
+                    parsed = urlparse(self.url)
+                    self._client = chromadb.HttpClient(host=parsed.hostname or "localhost",
+                                                       port=parsed.port or (443 if parsed.scheme == "https" else 8000),
+                                                       ssl=parsed.scheme == "https", settings=settings)
+                else:
+                    self.path.mkdir(parents=True, exist_ok=True)
+                    self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            return self._client
+
+    def collection(self, role: str, encoder: Encoder) -> Any:
+        name = f"toolserver-{role}"
+        if name not in self._collections:
+            col = self.client().get_or_create_collection(
+                name=name, metadata={"hnsw:space": "cosine", "model": encoder.spec})
+            stored = (col.metadata or {}).get("model")
+            if stored and stored != encoder.spec:
+                raise DocumentError(f"the {role} collection was built with model {stored!r}, but {encoder.spec!r} is "
+                                    "configured; delete the documents or configure the original model",
+                                    "model_mismatch")
+            self._collections[name] = col
+        return self._collections[name]
+
+    def delete_source(self, filename: str, roles: list[str], encoders: dict[str, Encoder]) -> None:
+        for role in roles:
+            self.collection(role, encoders[role]).delete(where={"source": filename})
+
+
+class ArmMount:
+    """An existing ARM-Thinker index, read only: chroma path + collection + page-image root, CLIP queries."""
+
+    def __init__(self, path: Path, collection: str, image_root: Path, clip: Encoder):
+        self.path, self.collection_name, self.image_root, self.clip = path, collection, image_root, clip
+        self._collection: Any = None
+        self._lock = threading.Lock()
+
+    def collection(self) -> Any:
+        with self._lock:
+            if self._collection is None:
+                import chromadb
+                from chromadb.config import Settings as ChromaSettings
+
+                client = chromadb.PersistentClient(path=str(self.path),
+                                                   settings=ChromaSettings(anonymized_telemetry=False))
+                self._collection = client.get_collection(self.collection_name)
+            return self._collection
+
+    def has(self, filename: str) -> bool:
+        found = self.collection().get(where={"source": filename}, limit=1, include=[])
+        return bool(found["ids"])
+
+    def sources(self) -> list[str]:
+        metadatas = self.collection().get(include=["metadatas"])["metadatas"] or []
+        return sorted({str(m.get("source")) for m in metadatas if m and m.get("source") is not None})
+
+    def search(self, filename: str, query: str, k: int) -> list[int]:
+        embedding = self.clip.encode_texts([query])
+        found = self.collection().query(query_embeddings=embedding.tolist(), n_results=k,
+                                        where={"source": filename}, include=["metadatas"])
+        metadatas = (found.get("metadatas") or [[]])[0]
+        return first_occurrences([int(m["page"]) for m in metadatas if m and "page" in m])[:k]
+
+    def page_candidates(self, filename: str, page: int) -> list[Path]:
+        return [self.image_root / f"{filename}_{int(page)}{ext}" for ext in PAGE_IMAGE_EXTS]
+
+
+class DocumentLibrary:
+    def __init__(self, root: Path, *, clip: Encoder, text: Encoder, chroma_url: str | None = None,
+                 page_long_side: int = 1600, page_format: str = "jpeg", jpeg_quality: int = 90,
+                 batch_pages: int = 16, max_pages: int = 10_000, arm: ArmMount | None = None):
+        self.root = root
+        self.pages_dir, self.meta_dir, self.texts_dir = root / "pages", root / "meta", root / "texts"
+        self.uploads_dir = root / "uploads"
+        self.encoders = {"clip": clip, "text": text}
+        self.chroma = ChromaStore(root / "chroma", chroma_url)
+        self.page_long_side = page_long_side
+        self.page_format = page_format
+        self.jpeg_quality = jpeg_quality
+        self.batch_pages = batch_pages
+        self.max_pages = max_pages
+        self.arm = arm
+        self._doc_locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._active: dict[str, DocumentInfo] = {}  # ingestions running or queued in this process
+        self._lexical: OrderedDict[tuple[str, str, int], LexicalIndex] = OrderedDict()
+        self._lexical_lock = threading.Lock()
+        self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolserver-ingest")
+
+    # -- what this server ranks with ----------------------------------------------------------------
+    def embedding_roles(self) -> list[str]:
+        return [role for role in ("text", "clip") if self.encoders[role].available]
+
+    def rankings(self) -> list[str]:
+        return ["lexical", *self.embedding_roles()]
+
+    def status(self) -> dict[str, Any]:
+        return {"rankings": self.rankings(), "documents": len(self._meta_files()),
+                "store": self.chroma.url or str(self.chroma.path),
+                "clip": self.encoders["clip"].status(), "text": self.encoders["text"].status(),
+                "arm_index": None if self.arm is None else {"path": str(self.arm.path),
+                                                           "collection": self.arm.collection_name}}
+
+    def describe_rankings(self) -> str:
+        names = {"lexical": "exact terms in the page text (BM25)",
+                 "text": f"meaning of the page text ({self.encoders['text'].model_name})",
+                 "clip": f"the page image (CLIP, {self.encoders['clip'].model_name})"}
+        used = [names[r] for r in self.rankings()]
+        if len(used) == 1:
+            return f"This server ranks pages by {used[0]}."
+        return f"This server ranks pages by {', '.join(used[:-1])} and {used[-1]}, fused."
+
+    def warm_up(self) -> None:
+        """Load the available models now rather than on the first query (called in the background at start)."""
+        for role in self.embedding_roles():
+            with contextlib.suppress(Exception):
+                self.encoders[role].model()
+
+    def close(self) -> None:
+        self._jobs.shutdown(wait=False, cancel_futures=True)
+
+    # -- manifests ----------------------------------------------------------------------------------
+    def _meta_path(self, filename: str) -> Path:
+        return self.meta_dir / f"{filename}.json"
+
+    def _meta_files(self) -> list[Path]:
+        return sorted(self.meta_dir.glob("*.json")) if self.meta_dir.is_dir() else []
+
+    def _read_meta(self, filename: str) -> DocumentInfo | None:
+        active = self._active.get(filename)
+        if active is not None:
+            return active.model_copy()
+        path = self._meta_path(filename)
+        try:
+            info = DocumentInfo.model_validate_json(path.read_text())
+        except FileNotFoundError:
+            return None
+        if info.status in ("ingesting", "queued"):  # the process that was ingesting it is gone
+            info.status = "partial"
+        return info
+
+    def _write_meta(self, info: DocumentInfo) -> None:
+        info.updated_at = time.time()
+        self.meta_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self._meta_path(info.filename), info.model_dump_json(indent=1).encode())
+
+    def _lock_for(self, filename: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._doc_locks.setdefault(filename, threading.Lock())
+
+    def list(self) -> list[DocumentInfo]:
+        docs = {p.stem: self._read_meta(p.stem) for p in self._meta_files()}
+        docs.update({name: info.model_copy() for name, info in self._active.items()})
+        return [d for _, d in sorted(docs.items()) if d is not None]
+
+    def mounted(self) -> list[str]:
+        return self.arm.sources() if self.arm is not None else []
+
+    def get(self, filename: str) -> DocumentInfo:
+        info = self._read_meta(filename)
+        if info is not None:
+            return info
+        if self.arm is not None and self.arm.has(filename):
+            return DocumentInfo(filename=filename, kind="mounted", status="ready", pages=0, pages_done=0,
+                                embedded=["clip"])
+        raise DocumentError(f"no document {filename!r}", "unknown_document")
+
+    # -- ingestion ----------------------------------------------------------------------------------
+    def open(self, path: Path, filename: str | None = None) -> tuple[str, PdfSource | ImageFolderSource]:
+        """Check a source before anything is written: a bad one is refused and changes nothing."""
+        filename = check_filename(filename) if filename else filename_from_path(path)
+        source = open_source(path, filename, self.page_long_side)
+        if source.pages > self.max_pages:
+            source.close()
+            raise DocumentError(f"{filename} has {source.pages} pages; this server ingests at most "
+                                f"{self.max_pages} per document", "too_many_pages")
+        return filename, source
+
+    def ingest(self, path: Path, filename: str | None = None, progress: Progress | None = None) -> DocumentInfo:
+        filename, source = self.open(path, filename)
+        return self.ingest_source(filename, source, progress)
+
+    def submit(self, path: Path, filename: str | None = None, *,
+               remove_after: bool = False) -> tuple[DocumentInfo, Future]:
+        """Validate now, ingest in the background (one document at a time); the status is readable meanwhile."""
+        try:
+            filename, source = self.open(path, filename)
+        except DocumentError:
+            if remove_after:
+                path.unlink(missing_ok=True)
+            raise
+        running = self._active.get(filename)
+        if running is not None:
+            source.close()
+            raise DocumentError(f"document {filename!r} is already being ingested", "ingest_in_progress")
+        queued = DocumentInfo(filename=filename, kind=source.kind, status="queued", pages=source.pages,
+                              pages_done=0, sha256=source.sha256)
+        self._active[filename] = queued
+
+        def job() -> DocumentInfo:
+            try:
+                return self.ingest_source(filename, source)
+            finally:
+                self._active.pop(filename, None)
+                if remove_after:
+                    path.unlink(missing_ok=True)
+
+        return queued.model_copy(), self._jobs.submit(job)
+
+    def ingest_source(self, filename: str, source: PdfSource | ImageFolderSource,
+                      progress: Progress | None = None) -> DocumentInfo:
+        try:
+            with self._lock_for(filename):
+                return self._ingest_locked(filename, source, progress)
+        finally:
+            source.close()
+
+    def _ingest_locked(self, filename: str, source: PdfSource | ImageFolderSource,
+                       progress: Progress | None) -> DocumentInfo:
+        roles = self.embedding_roles()
+        self._active.pop(filename, None)
+        old = self._read_meta(filename)
+        same = (old is not None and old.sha256 == source.sha256 and old.pages == source.pages
+                and old.kind == source.kind and old.embedded == roles)
+        if same and old is not None and old.status == "ready":
+            old.unchanged = True
+            return old
+        start = old.pages_done + 1 if same and old is not None else 1
+        if old is not None and not same:
+            self._remove(old)
+        texts = self._read_texts(filename)[:start - 1] if start > 1 else []
+        self._truncate_texts(filename, texts)
+        info = DocumentInfo(filename=filename, kind=source.kind, status="ingesting", pages=source.pages,
+                            pages_done=start - 1, sha256=source.sha256, embedded=roles,
+                            has_text=any(t.strip() for t in texts))
+        self._active[filename] = info
+        self._write_meta(info)
+        try:
+            for first in range(start, source.pages + 1, self.batch_pages):
+                last = min(first + self.batch_pages, source.pages + 1)
+                pages = list(source.read(first, last))
+                self._store_batch(filename, source, pages, roles)
+                info.pages_done = last - 1
+                info.has_text = info.has_text or any(p.text.strip() for p in pages)
+                self._write_meta(info)
+                if progress is not None:
+                    progress(info.model_copy())
+            info.status = "ready"
+        except BaseException as exc:
+            info.status = "partial" if info.pages_done else "failed"
+            info.error = exc.message if isinstance(exc, DocumentError) else f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._active.pop(filename, None)
+            self._write_meta(info)
+        return info.model_copy()
+
+    def _store_batch(self, filename: str, source: PdfSource | ImageFolderSource, pages: list,
+                     roles: list[str]) -> None:
+        self.pages_dir.mkdir(parents=True, exist_ok=True)
+        for page in pages:
+            self._save_page(filename, source, page)
+        if "clip" in roles:
+            vectors = self.encoders["clip"].encode_images([p.image for p in pages])
+            self.chroma.collection("clip", self.encoders["clip"]).upsert(
+                ids=[f"{filename}:{p.number}" for p in pages], embeddings=vectors.tolist(),
+                metadatas=[{"source": filename, "page": p.number} for p in pages])
+        if "text" in roles:
+            ids, docs, metas = [], [], []
+            for page in pages:
+                for i, passage in enumerate(passages(page.text)):
+                    ids.append(f"{filename}:{page.number}:{i}")
+                    docs.append(passage)
+                    metas.append({"source": filename, "page": page.number, "passage": i})
+            if ids:
+                vectors = self.encoders["text"].encode_texts(docs)
+                self.chroma.collection("text", self.encoders["text"]).upsert(
+                    ids=ids, embeddings=vectors.tolist(), documents=docs, metadatas=metas)
+        self.texts_dir.mkdir(parents=True, exist_ok=True)
+        with (self.texts_dir / f"{filename}.jsonl").open("a", encoding="utf-8") as out:
+            for page in pages:
+                out.write(json.dumps({"page": page.number, "text": page.text}) + "\n")
+
+    def _save_page(self, filename: str, source: PdfSource | ImageFolderSource, page: Any) -> None:
+        if isinstance(source, ImageFolderSource):
+            original = source.files[page.number - 1]  # page images are kept byte for byte
+            _atomic_write(self.pages_dir / f"{filename}_{page.number}{original.suffix.lower()}",
+                          original.read_bytes())
+            return
+        ext = ".jpg" if self.page_format == "jpeg" else ".png"
+        target = self.pages_dir / f"{filename}_{page.number}{ext}"
+        tmp = target.with_name(target.name + ".tmp")
+        if self.page_format == "jpeg":
+            page.image.save(tmp, format="JPEG", quality=self.jpeg_quality)
+        else:
+            page.image.save(tmp, format="PNG", compress_level=6)
+        tmp.replace(target)
+
+    def _read_texts(self, filename: str) -> list[str]:
+        path = self.texts_dir / f"{filename}.jsonl"
+        if not path.exists():
+            return []
+        by_page: dict[int, str] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(json.JSONDecodeError, KeyError):  # a line cut short by a crash
+                row = json.loads(line)
+                by_page[int(row["page"])] = row["text"]
+        out = []
+        for number in range(1, len(by_page) + 1):
+            if number not in by_page:
+                break
+            out.append(by_page[number])
+        return out
+
+    def _truncate_texts(self, filename: str, texts: list[str]) -> None:
+        self.texts_dir.mkdir(parents=True, exist_ok=True)
+        lines = "".join(json.dumps({"page": i + 1, "text": t}) + "\n" for i, t in enumerate(texts))
+        _atomic_write(self.texts_dir / f"{filename}.jsonl", lines.encode())
+
+    # -- deletion -----------------------------------------------------------------------------------
+    def delete(self, filename: str) -> None:
+        if filename in self._active:
+            raise DocumentError(f"document {filename!r} is being ingested; delete it when that ends",
+                                "ingest_in_progress")
+        with self._lock_for(filename):
+            info = self._read_meta(filename)
+            if info is None:
+                raise DocumentError(f"no document {filename!r}", "unknown_document")
+            self._remove(info)
+
+    def _remove(self, info: DocumentInfo) -> None:
+        roles = [r for r in info.embedded if r in self.encoders]
+        if roles:
+            self.chroma.delete_source(info.filename, roles, self.encoders)
+        for page in range(1, info.pages + 1):
+            for ext in PAGE_IMAGE_EXTS:
+                (self.pages_dir / f"{info.filename}_{page}{ext}").unlink(missing_ok=True)
+        (self.texts_dir / f"{info.filename}.jsonl").unlink(missing_ok=True)
+        self._meta_path(info.filename).unlink(missing_ok=True)
+        with self._lexical_lock:
+            for key in [k for k in self._lexical if k[0] == info.filename]:
+                del self._lexical[key]
+
+    # -- retrieval ----------------------------------------------------------------------------------
+    def page_count(self, filename: str) -> int | None:
+        info = self._read_meta(filename)
+        return info.pages_done if info is not None else None
+
+    def page_candidates(self, filename: str, page: int) -> list[Path]:
+        """Where a page image may be, in ARM-Thinker's extension order."""
+        if self._read_meta(filename) is None and self.arm is not None:
+            return self.arm.page_candidates(filename, page)
+        return [self.pages_dir / f"{filename}_{int(page)}{ext}" for ext in PAGE_IMAGE_EXTS]
+
+    def search(self, filename: str, query: str, k: int = 5) -> SearchResult:
+        info = self._read_meta(filename)
+        if info is None or info.pages_done == 0:
+            if self.arm is not None and self.arm.has(filename):
+                if not self.encoders["clip"].available:
+                    raise DocumentError("the mounted ARM-Thinker index needs the CLIP model, which is not "
+                                        f"available: {self.encoders['clip'].where}", "no_ranking")
+                pages = self.arm.search(filename, query, k)
+                return SearchResult(pages, {"clip": {p: float(k - i) for i, p in enumerate(pages)}})
+            raise DocumentError(f"no document {filename!r}", "unknown_document")
+        scores: dict[str, dict[int, float]] = {}
+        if info.has_text:
+            scores["lexical"] = self._lexical_index(info).scores(query)
+        for role in info.embedded:
+            if self.encoders[role].available and (role != "text" or info.has_text):
+                scores[role] = self._vector_scores(role, filename, query, info.pages_done)
+        if not scores:
+            raise DocumentError(f"document {filename!r} has no text layer and no image embeddings on this server, "
+                                "so it cannot be searched; fetch its pages by index", "no_ranking")
+        fused = fuse(list(scores.values()))
+        return SearchResult([p for p in fused if p <= info.pages_done][:k], scores)
+
+    def _vector_scores(self, role: str, filename: str, query: str, pages: int) -> dict[int, float]:
+        """Cosine similarity of each candidate page (its best passage, for text)."""
+        encoder = self.encoders[role]
+        collection = self.chroma.collection(role, encoder)
+        embedding = encoder.encode_texts([query])
+        n = min(CANDIDATES, pages if role == "clip" else CANDIDATES)
+        found = collection.query(query_embeddings=embedding.tolist(), n_results=max(1, n),
+                                 where={"source": filename}, include=["metadatas", "distances"])
+        out: dict[int, float] = {}
+        for meta, distance in zip((found.get("metadatas") or [[]])[0], (found.get("distances") or [[]])[0],
+                                  strict=True):
+            if meta and "page" in meta:
+                out.setdefault(int(meta["page"]), 1.0 - float(distance))  # results come best first
+        return out
+
+    def _lexical_index(self, info: DocumentInfo) -> LexicalIndex:
+        key = (info.filename, info.sha256, info.pages_done)
+        with self._lexical_lock:
+            if key in self._lexical:
+                self._lexical.move_to_end(key)
+                return self._lexical[key]
+        index = LexicalIndex(self._read_texts(info.filename)[:info.pages_done])
+        with self._lexical_lock:
+            self._lexical[key] = index
+            while len(self._lexical) > 64:
+                self._lexical.popitem(last=False)
+        return index
+
+    def save_upload(self, data: bytes, name: str) -> Path:
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        path = self.uploads_dir / f"{time.time_ns()}-{name}"
+        _atomic_write(path, data)
+        return path
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
