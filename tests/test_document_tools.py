@@ -255,3 +255,46 @@ def test_cli_ingest_shows_progress_and_is_idempotent(tmp_path: Path):
     bad = subprocess.run([*command[:4], str(broken), *command[5:]], capture_output=True, text=True, env=env,
                          cwd=ROOT, timeout=60)
     assert bad.returncode == 1 and "not a readable PDF" in bad.stderr
+
+
+# -- a Chroma server (several replicas) ------------------------------------------------------------------
+@pytest.fixture
+def chroma_server(tmp_path: Path):
+    import time
+
+    import httpx
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    chroma = Path(sys.executable).parent / "chroma"
+    process = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
+                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        else:
+            pytest.fail("the Chroma server did not start")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_two_replicas_share_documents_through_a_chroma_server(tmp_path: Path, chroma_server: str):
+    shared = dict(chroma_url=chroma_server, documents_dir=tmp_path / "shared-docs")
+    first = Core(doc_settings(tmp_path / "a", **shared))
+    second = Core(doc_settings(tmp_path / "b", **shared))
+    first.documents.ingest(make_pdf(tmp_path / "manual.pdf"))
+    result = call(second, "default", SEARCH, {"filename": "manual", "query": "Ctrl-L keyboard shortcuts"})
+    assert result.ok and result.meta["pages"][0] == 6  # ingested by one replica, searched by the other
+    assert not (tmp_path / "shared-docs" / "chroma").exists()  # nothing embedded: the server holds the vectors
+    second.documents.delete("manual")
+    unknown = call(first, "default", SEARCH, {"filename": "manual", "query": "Ctrl-L"})
+    assert unknown.error.code == "unknown_document"
