@@ -243,3 +243,18 @@ def test_delete_removes_pages_texts_records_and_manifest(library: DocumentLibrar
     assert unknown.value.code == "unknown_document"
     with pytest.raises(DocumentError):
         library.search("manual", "anything")
+
+
+def test_without_the_vector_store_documents_are_ranked_by_bm25_alone(tmp_path: Path, text_encoder: Encoder,
+                                                                      no_clip: Encoder, pdf: Path, monkeypatch):
+    from toolserver.documents import library as library_module
+
+    monkeypatch.setattr(library_module, "CHROMADB_INSTALLED", False)  # a server installed without the docs extra
+    lexical_only = DocumentLibrary(tmp_path / "d", clip=no_clip, text=text_encoder)
+    assert lexical_only.rankings() == ["lexical"]
+    assert lexical_only.describe_rankings() == "This server ranks pages by exact terms in the page text (BM25)."
+    info = lexical_only.ingest(pdf)
+    assert info.embedded == [] and not (tmp_path / "d" / "chroma").exists()
+    result = lexical_only.search("manual", "draw_scatter_plot")
+    assert result.pages[0] == 3 and list(result.scores) == ["lexical"]
+    lexical_only.delete("manual")

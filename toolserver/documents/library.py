@@ -19,6 +19,7 @@ changed one (new hash) is replaced.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import threading
@@ -49,6 +50,8 @@ log = logging.getLogger("toolserver.documents")
 PASSAGE_WORDS = 160  # about 210 word pieces: inside all-MiniLM-L6-v2's 256-token window
 PASSAGE_STRIDE = 120
 CANDIDATES = 100  # records fetched from each vector ranking before fusion
+# The embedding rankings need the vector store (the `docs` extra); BM25 works without it.
+CHROMADB_INSTALLED = importlib.util.find_spec("chromadb") is not None
 
 Progress = Callable[[DocumentInfo], None]
 
@@ -213,13 +216,15 @@ class DocumentLibrary:
 
     # -- what this server ranks with ----------------------------------------------------------------
     def embedding_roles(self) -> list[str]:
+        if not CHROMADB_INSTALLED:
+            return []
         return [role for role in ("text", "clip") if self.encoders[role].available]
 
     def rankings(self) -> list[str]:
         return ["lexical", *self.embedding_roles()]
 
     def status(self) -> dict[str, Any]:
-        return {"rankings": self.rankings(), "documents": len(self._meta_files()),
+        return {"rankings": self.rankings(), "documents": len(self._meta_files()), "chromadb": CHROMADB_INSTALLED,
                 "store": self.chroma.url or str(self.chroma.path),
                 "clip": self.encoders["clip"].status(), "text": self.encoders["text"].status(),
                 "arm_index": None if self.arm is None else {"path": str(self.arm.path),
