@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -210,8 +211,6 @@ def test_http_document_endpoints(tmp_path: Path):
         for _ in range(200):
             if http.get("/v1/documents/second").json()["status"] == "ready":
                 break
-            import time
-
             time.sleep(0.1)
         assert [d["filename"] for d in http.get("/v1/documents").json()] == ["second", "user-guide"]
         ready = http.get("/readyz").json()["documents"]
@@ -260,8 +259,6 @@ def test_cli_ingest_shows_progress_and_is_idempotent(tmp_path: Path):
 # -- a Chroma server (several replicas) ------------------------------------------------------------------
 @pytest.fixture
 def chroma_server(tmp_path: Path):
-    import time
-
     import httpx
 
     from tests.conftest import free_port

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from toolserver.config import Settings
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
-from toolserver.documents.sources import DocumentError
+from toolserver.documents.sources import DocumentError, filename_from_path
 from toolserver.errors import BadRequest, Conflict, NotFound, TooLarge, ToolFailure, ToolServerError
 from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image
 from toolserver.messages import observation_messages, tool_messages
@@ -105,7 +105,7 @@ class Core:
     async def start(self) -> None:
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep_forever())
-        if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.list():
+        if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.has_documents():
             # Loading sentence-transformers takes seconds: do it before the first query needs it.
             threading.Thread(target=self.documents.warm_up, name="toolserver-doc-warmup", daemon=True).start()
 
@@ -460,8 +460,6 @@ def _document_errors():
 
 
 def filename_from_upload(name: str) -> str:
-    from toolserver.documents.sources import filename_from_path
-
     try:
         return filename_from_path(Path(Path(name).name or "document.pdf"))
     except DocumentError:

@@ -103,15 +103,6 @@ class Encoder:
             self.load_error = f"{type(exc).__name__}: {exc}"
             raise RuntimeError(f"{self.role} model {self.spec!r} failed to load: {self.load_error}") from exc
 
-    @property
-    def dim(self) -> int:
-        model = self.model()
-        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        dim = get_dim()
-        if dim is None:  # some CLIP folders do not declare it: measure
-            dim = int(self.encode_texts(["dimension probe"]).shape[1])
-        return int(dim)
-
     def encode_texts(self, texts: list[str]) -> np.ndarray:
         return self._encode(texts)
 

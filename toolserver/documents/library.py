@@ -277,6 +277,13 @@ class DocumentLibrary:
         with self._locks_guard:
             return self._doc_locks.setdefault(filename, threading.Lock())
 
+    def has_documents(self) -> bool:
+        return bool(self._active) or bool(self._meta_files())
+
+    def _is_ours(self, filename: str) -> bool:
+        """In this library (rather than a mounted index): a stat, not a manifest parse, on the tool path."""
+        return filename in self._active or self._meta_path(filename).exists()
+
     def list(self) -> list[DocumentInfo]:
         docs = {p.stem: self._read_meta(p.stem) for p in self._meta_files()}
         docs.update({name: info.model_copy() for name, info in self._active.items()})
@@ -477,7 +484,7 @@ class DocumentLibrary:
 
     def page_candidates(self, filename: str, page: int) -> list[Path]:
         """Where a page image may be, in ARM-Thinker's extension order."""
-        if self._read_meta(filename) is None and self.arm is not None:
+        if self.arm is not None and not self._is_ours(filename):
             return self.arm.page_candidates(filename, page)
         return [self.pages_dir / f"{filename}_{int(page)}{ext}" for ext in PAGE_IMAGE_EXTS]
 
