@@ -78,7 +78,7 @@ async def in_process(core: Core, images: list[bytes], calls: int) -> dict:
                 latencies.append(time.perf_counter() - started)
                 errors += not (result.ok and result.images[0].data)
         finally:
-            core.release(created.session_id)
+            await core.release(created.session_id)
 
     started = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(len(images))))

@@ -58,7 +58,7 @@ async def in_process(image_b64: str, iterations: int, only: str | None = None) -
             assert result.ok, result.text
         sizes = [(im.width, im.height) for im in result.images]
         out[f"{profile}/{tool}"] = {**summary(times), "outputs": sizes}
-        core.release(created.session_id)
+        await core.release(created.session_id)
     await core.stop()
     return out
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -58,6 +59,12 @@ def gradient(width: int, height: int) -> Image.Image:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64)
+
+
+@pytest.fixture
+def memory_settings(tmp_path: Path) -> Settings:
+    """For tests of what only the in-memory store does (LRU eviction under a total budget)."""
     return Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64)
 
 
@@ -118,3 +125,96 @@ def live_server(tmp_path_factory):
     server = start_server({"TOOLSERVER_DATA_DIR": str(tmp), "TOOLSERVER_ALLOWED_ROOTS": f'["{PHOTOS}"]'})
     yield server
     stop_server(server)
+
+
+# -- real servers beside the service: Redis (sessions of several replicas) and Chroma (documents) ----------------
+def need_program(name: str) -> str:
+    """A server program the test starts; CI installs them (`.ci/run`), so there it must exist."""
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not installed; .ci/run installs it")
+        pytest.skip(f"{name} is not installed (apt-get install redis-server)")
+    return path
+
+
+class RedisServer:
+    """A real `redis-server` on a spare loopback port, stoppable and restartable on the same port and data."""
+
+    def __init__(self, directory: Path, *, appendonly: bool = True):
+        self.program = need_program("redis-server")
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.appendonly = appendonly
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> RedisServer:
+        from toolserver.redis_store import wait_for_redis
+
+        self.proc = subprocess.Popen(
+            [self.program, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
+             "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
+             "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_redis(self.url)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path):
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path):
+    port = free_port()
+    chroma = Path(sys.executable).parent / "chroma"
+    process = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
+                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        else:
+            pytest.fail("the Chroma server did not start")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def shared_redis(tmp_path_factory):
+    """One Redis for the whole run; each test keeps to its own key prefix."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"), appendonly=False).start()
+    yield server
+    server.stop()
+
+
+_prefixes = iter(range(1_000_000))
+
+
+@pytest.fixture(params=["memory", "redis"])
+def settings_any_store(request, tmp_path: Path) -> Settings:
+    """The service's settings with either session store: tests that take this run against both."""
+    settings = Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64)
+    if request.param == "redis":
+        redis = request.getfixturevalue("shared_redis")
+        settings = settings.model_copy(update={"session_store": "redis", "redis_url": redis.url,
+                                               "redis_prefix": f"t{next(_prefixes)}"})
+    return settings

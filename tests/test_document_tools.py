@@ -257,33 +257,6 @@ def test_cli_ingest_shows_progress_and_is_idempotent(tmp_path: Path):
 
 
 # -- a Chroma server (several replicas) ------------------------------------------------------------------
-@pytest.fixture
-def chroma_server(tmp_path: Path):
-    import httpx
-
-    from tests.conftest import free_port
-
-    port = free_port()
-    chroma = Path(sys.executable).parent / "chroma"
-    process = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
-                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            pytest.fail("the Chroma server did not start")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
 def test_two_replicas_share_documents_through_a_chroma_server(tmp_path: Path, chroma_server: str):
     shared = dict(chroma_url=chroma_server, documents_dir=tmp_path / "shared-docs")
     first = Core(doc_settings(tmp_path / "a", **shared))

@@ -7,10 +7,16 @@ import pytest
 from PIL import Image
 
 from tests.conftest import gradient, photo, png_bytes
+from toolserver.config import Settings
 from toolserver.errors import ImageRejected, TooLarge
 from toolserver.imaging import decode_base64, decode_image
 
 LIMITS = {"max_bytes": 50_000_000, "max_pixels": 100_000_000}
+
+
+@pytest.fixture
+def settings(settings_any_store: Settings) -> Settings:
+    return settings_any_store  # every test here runs with the in-memory and with the Redis session store
 
 
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF"])

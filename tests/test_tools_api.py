@@ -8,6 +8,12 @@ import pytest
 from PIL import Image
 
 from tests.conftest import b64, gradient, photo, png_bytes
+from toolserver.config import Settings
+
+
+@pytest.fixture
+def settings(settings_any_store: Settings) -> Settings:
+    return settings_any_store  # every test here runs with the in-memory and with the Redis session store
 
 
 def session(client, img: Image.Image | bytes, **settings) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import PHOTOS
@@ -12,6 +13,11 @@ from toolserver.tools.validators import SPECS
 
 WORDS = "check_whether_response_word_count_in_range"
 ESSAY = "First paragraph here. It has two sentences.\n\nSecond one."
+
+
+@pytest.fixture
+def settings(settings_any_store: Settings) -> Settings:
+    return settings_any_store  # every test here runs with the in-memory and with the Redis session store
 
 
 def session(client, profile="default", texts=None):

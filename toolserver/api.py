@@ -257,12 +257,12 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     @app.get("/v1/sessions/{session_id}", response_model=SessionInfo, tags=["sessions"],
              summary="The session's memory map and settings")
     async def get_session(session_id: str) -> Response:
-        return _json(core.session_info(session_id))
+        return _json(await core.session_info(session_id))
 
     @app.delete("/v1/sessions/{session_id}", status_code=204, tags=["sessions"],
                 summary="Release everything the session holds")
     async def delete_session(session_id: str) -> Response:
-        core.release(session_id)
+        await core.release(session_id)
         return Response(status_code=204)
 
     @app.post("/v1/sessions/{session_id}/images", response_model=AddedImages, tags=["sessions"],
@@ -288,7 +288,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     @app.post("/v1/sessions/{session_id}/texts", response_model=AddedTexts, tags=["sessions"],
               summary="Add texts (a dict names them; a list gets text_0, text_1, …)")
     async def add_texts(session_id: str, body: AddTextsRequest) -> Response:
-        return _json(AddedTexts(texts=core.add_texts(session_id, body.texts)))
+        return _json(AddedTexts(texts=await core.add_texts(session_id, body.texts)))
 
     # -- tools ------------------------------------------------------------------------------------
     @app.get("/v1/tools", tags=["tools"], summary="Tools as OpenAI function-calling entries")
@@ -380,17 +380,25 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["operations"], summary="Readiness, with what this server can serve",
-             responses={503: {"description": "Not ready: `sr_required` is set and no SMFANet weights are installed"}})
+             responses={503: {"description": "Not ready: the session store (Redis) is unreachable, the server is "
+                                              "shutting down, or `sr_required` is set and no SMFANet weights are "
+                                              "installed"}})
     async def readyz() -> JSONResponse:
         sr = core.sr.status()
-        ready = sr["available"] or not settings.sr_required
-        body = {"status": "ready" if ready else "not ready", "version": __version__, "profiles": list(PROFILES),
-                "sessions": len(core.store), "bytes_held": core.store.total_bytes,
+        reasons = []
+        if settings.sr_required and not sr["available"]:
+            reasons.append(core.sr.unavailable_reason())
+        store_problem = await core.store.check()
+        if store_problem:
+            reasons.append(store_problem)
+        store = core.store.stats()
+        body = {"status": "not ready" if reasons else "ready", "version": __version__, "profiles": list(PROFILES),
+                "sessions": store.get("sessions"), "bytes_held": store.get("bytes_held"), "session_store": store,
                 "workers": core.pool.workers, "queue_limit": core.pool.queue_limit, "super_resolution": sr,
                 "documents": core.documents.status()}
-        if not ready:
-            body["reason"] = core.sr.unavailable_reason()
-        return JSONResponse(body, status_code=200 if ready else 503)
+        if reasons:
+            body["reason"] = "; ".join(reasons)
+        return JSONResponse(body, status_code=503 if reasons else 200)
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse,
              summary="Prometheus metrics")

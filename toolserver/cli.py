@@ -61,7 +61,7 @@ def cmd_selfcheck(_args: argparse.Namespace) -> int:
             images=[ImageInput(data=base64.b64encode(buf.getvalue()).decode())]))
         result = await core.call_tool(created.session_id, "zoom_in",
                                       {"image": "original_image", "bbox_2d": [250, 250, 750, 750]})
-        core.release(created.session_id)
+        await core.release(created.session_id)
         await core.stop()
         ok = result.ok and result.images and (result.images[0].width, result.images[0].height) == (320, 240)
         print(("selfcheck ok: " if ok else "selfcheck FAILED: ") + result.text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,6 +42,14 @@ class Settings(BaseSettings):
     max_texts_per_session: int = 4096
     max_text_chars: int = 2_000_000
     max_validate_items: int = Field(default=20_000, description="Checks in one /v1/validate request.")
+
+    session_store: Literal["memory", "redis"] = Field(
+        default="memory", description="`memory`: sessions in this process (one replica); `redis`: shared by replicas.")
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", description="The Redis of `session_store=redis`.")
+    redis_prefix: str = Field(default="ts", pattern=r"^[\w.-]{1,32}$", description="Prefix of the session keys.")
+    redis_timeout_s: float = Field(default=2.0, gt=0, description="Connect and command timeout for Redis.")
+    decoded_cache_bytes: int = Field(default=1 * GiB, ge=0,
+                                     description="Redis store: decoded images kept by this replica (LRU).")
 
     session_max_bytes: int = 2 * GiB
     total_max_bytes: int = 8 * GiB

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
 from pydantic import BaseModel, ValidationError
 
 from toolserver.config import Settings
@@ -49,7 +50,7 @@ from toolserver.models import (
 from toolserver.parsers import parse
 from toolserver.pool import WorkPool
 from toolserver.profiles import Profile, get_profile
-from toolserver.session import ImageEntry, Session, SessionStore, compute_view
+from toolserver.session import ImageEntry, MemoryStore, Session, SessionStore, compute_view, plan_texts
 from toolserver.sources import input_bytes, resolve_allowed_path
 from toolserver.sr.engine import SREngine
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
@@ -85,7 +86,7 @@ class Core:
     def __init__(self, settings: Settings | None = None):
         self.settings = settings or Settings()
         s = self.settings
-        self.store = SessionStore(session_max_bytes=s.session_max_bytes, total_max_bytes=s.total_max_bytes)
+        self.store = build_store(s)
         self.pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s)
         self.sr = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
                            max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
@@ -93,10 +94,16 @@ class Core:
                            threads=s.sr_threads)
         self.documents = build_library(s)
         self.metrics = Metrics()
-        self.metrics.gauge("toolserver_sessions_live", "Live sessions", lambda: len(self.store))
-        self.metrics.gauge("toolserver_bytes_held", "Bytes held by all sessions", lambda: self.store.total_bytes)
-        self.metrics.gauge("toolserver_sessions_evicted", "Sessions evicted (LRU)", lambda: self.store.evicted)
-        self.metrics.gauge("toolserver_sessions_expired", "Sessions expired (TTL)", lambda: self.store.expired)
+        if isinstance(self.store, MemoryStore):
+            store = self.store
+            self.metrics.gauge("toolserver_sessions_live", "Live sessions", lambda: len(store))
+            self.metrics.gauge("toolserver_bytes_held", "Bytes held by all sessions", lambda: store.total_bytes)
+            self.metrics.gauge("toolserver_sessions_evicted", "Sessions evicted (LRU)", lambda: store.evicted)
+            self.metrics.gauge("toolserver_sessions_expired", "Sessions expired (TTL)", lambda: store.expired)
+        else:
+            cache = self.store.cache
+            self.metrics.gauge("toolserver_decoded_cache_bytes", "Decoded images cached by this replica",
+                               lambda: cache.nbytes)
         self.metrics.gauge("toolserver_pool_in_flight", "Jobs admitted to the work pool", lambda: self.pool.in_flight)
         self.started = time.time()
         self._sweeper: asyncio.Task | None = None
@@ -118,6 +125,7 @@ class Core:
         self.pool.shutdown()
         self.sr.close()
         self.documents.close()
+        await self.store.close()
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -137,37 +145,39 @@ class Core:
         settings.view = settings.view or profile.view
         ttl = min(settings.ttl_s or self.settings.default_ttl_s, self.settings.max_ttl_s)
         decoded = await self._decode_all(request.images, raw_images)  # before the session exists: all or nothing
-        session = self.store.create(settings, settings.view.rule(), ttl)
+        session = await self.store.create(settings, ttl)
         try:
-            infos = self._register_inputs(session, decoded)
-            texts = self._add_texts(session, request.texts)
-        except Exception:
-            self.store.release(session.id)
+            infos = await self._register_inputs(session, decoded)
+            texts = await self._add_texts(session, request.texts)
+        except BaseException:
+            with contextlib.suppress(ToolServerError):
+                await self.store.release(session.id)
             raise
         self.metrics.sessions_created.inc()
         return SessionCreated(session_id=session.id, profile=profile.name, images=infos, texts=texts,
                               expires_in_s=ttl)
 
-    def session_info(self, session_id: str) -> SessionInfo:
-        session = self.store.get(session_id)
+    async def session_info(self, session_id: str) -> SessionInfo:
+        session = await self.store.get(session_id)
         return SessionInfo(
             session_id=session.id, settings=session.settings, images=[e.info() for e in session.images],
-            texts=[TextInfo(key=k, length=len(v)) for k, v in session.texts.items()],
+            texts=[TextInfo(key=k, length=n) for k, n in session.text_lengths.items()],
             tool_calls=session.tool_calls, bytes_held=session.nbytes, expires_in_s=session.expires_in(),
         )
 
-    def release(self, session_id: str) -> None:
-        self.store.release(session_id)
+    async def release(self, session_id: str) -> None:
+        await self.store.release(session_id)
 
     async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
                          raw_images: Sequence[RawImage] = ()) -> list[ImageInfo]:
-        self.store.get(session_id)
+        await self.store.get(session_id)
         decoded = await self._decode_all(images, raw_images)
-        session = self.store.get(session_id)  # may have expired while decoding
-        return self._register_inputs(session, decoded)
+        async with self.store.mutating(session_id) as session:  # may have expired while decoding
+            return await self._register_inputs(session, decoded)
 
-    def add_texts(self, session_id: str, texts: dict[str, str] | list[str]) -> list[str]:
-        return self._add_texts(self.store.get(session_id), texts)
+    async def add_texts(self, session_id: str, texts: dict[str, str] | list[str]) -> list[str]:
+        async with self.store.mutating(session_id) as session:
+            return await self._add_texts(session, texts)
 
     # -- intake -------------------------------------------------------------------------------
     async def _decode_all(self, images: Sequence[ImageInput],
@@ -184,7 +194,8 @@ class Core:
             out.append((decoded, key))
         return out
 
-    def _register_inputs(self, session: Session, decoded: list[tuple[DecodedImage, str | None]]) -> list[ImageInfo]:
+    async def _register_inputs(self, session: Session,
+                               decoded: list[tuple[DecodedImage, str | None]]) -> list[ImageInfo]:
         if len(session.images) + len(decoded) > self.settings.max_images_per_session:
             raise TooLarge(f"at most {self.settings.max_images_per_session} images per session")
         keys: list[str] = []
@@ -202,50 +213,40 @@ class Core:
             entries.append(ImageEntry(key=key, index=-1, origin="input", pixels=image.pixels, view_size=view,
                                       view_error=view_error, source_bytes=image.source_bytes,
                                       source_mime=image.mime))
-        self.store.charge(session, sum(e.nbytes for e in entries))
-        return [session.add_image(e).info() for e in entries]
+        await self.store.add_images(session, entries, [image.source_bytes for image, _ in decoded])
+        return [e.info() for e in entries]
 
-    def _add_texts(self, session: Session, texts: dict[str, str] | list[str]) -> list[str]:
+    async def _add_texts(self, session: Session, texts: dict[str, str] | list[str]) -> list[str]:
         s = self.settings
-        items = list(texts.items()) if isinstance(texts, dict) else [(None, t) for t in texts]
-        if len(session.texts) + len(items) > s.max_texts_per_session:
-            raise TooLarge(f"at most {s.max_texts_per_session} texts per session")
-        for key, text in items:
-            if len(text) > s.max_text_chars:
-                raise TooLarge(f"a text is limited to {s.max_text_chars} characters")
-            if key is not None and (not key or len(key) > 128):
-                raise BadRequest(f"text key {key!r} must have 1 to 128 characters")
-        added = []
-        nbytes = sum(len(t.encode()) for _, t in items)
-        self.store.charge(session, nbytes)
-        for key, text in items:
-            key = key or session.next_text_key()
-            session.texts[key] = text
-            added.append(key)
-        return added
+        items: list[tuple[str | None, str]] = (list(texts.items()) if isinstance(texts, dict)
+                                               else [(None, t) for t in texts])
+        named = plan_texts(session, items, max_texts=s.max_texts_per_session, max_chars=s.max_text_chars)
+        if named:
+            await self.store.add_texts(session, named)
+        return [key for key, _ in named]
 
     async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]:
         """An image's bytes: inputs as uploaded, tool images in the session's output format."""
-        session = self.store.get(session_id)
+        session = await self.store.get(session_id)
         entry = session.resolve(int(key) if key.isdigit() else key)
         if entry is None:
             raise NotFound(f"no image {key!r} in this session; images: {session.keys}", code="unknown_image")
-        if fmt is None and entry.source_bytes is not None:
-            return entry.source_bytes, entry.source_mime or "application/octet-stream"
+        if fmt is None and entry.is_input:
+            return await self.store.read_source(session, entry), entry.source_mime or "application/octet-stream"
         fmt = fmt or session.settings.output.format
         if fmt not in OUTPUT_FORMATS:
             raise BadRequest(f"format must be one of {list(OUTPUT_FORMATS)}")
-        if fmt not in entry.encoded:
-            data = await self.pool.run(self._encode, entry.pixels, fmt)
-            if session.by_key.get(entry.key) is entry:  # cache only while the session still holds it
-                with contextlib.suppress(TooLarge):
-                    self.store.charge(session, len(data))
-                    entry.encoded[fmt] = data
-            return data, OUTPUT_FORMATS[fmt]
-        return entry.encoded[fmt], OUTPUT_FORMATS[fmt]
+        data = await self.store.cached_encoding(session, entry, fmt)
+        if data is None:
+            data = await self.pool.run(self._encode, entry, fmt)
+            await self.store.keep_encoding(session, entry, fmt, data)
+        return data, OUTPUT_FORMATS[fmt]
 
-    def _encode(self, img, fmt: str) -> bytes:
+    def _encode(self, img: Image.Image | ImageEntry, fmt: str) -> bytes:
+        """Encode for output (in a worker thread: an entry's pixels may first have to be loaded)."""
         s = self.settings
+        if isinstance(img, ImageEntry):
+            img = img.pixels
         return encode_image(img, fmt, png_level=s.png_compress_level, jpeg_quality=s.jpeg_quality,
                             webp_quality=s.webp_quality)
 
@@ -266,8 +267,7 @@ class Core:
 
     async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
                         *, base_url: str = "") -> ToolResult:
-        session = self.store.get(session_id)
-        async with session.lock:
+        async with self.store.exclusive(session_id) as session:
             started = time.perf_counter()
             result = await self._call_locked(session, name, arguments, base_url)
             outcome = "ok" if result.ok else "error"
@@ -287,7 +287,7 @@ class Core:
             limit = profile.max_tool_calls
         if limit is not None and session.tool_calls >= limit:
             return _failure(name, profile.limit_message.format(limit=limit), "call_limit")
-        session.tool_calls += 1
+        await self.store.count_call(session)
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
@@ -305,30 +305,32 @@ class Core:
                              deadline=time.monotonic() + self.settings.tool_timeout_s)
         output_settings = session.settings.output
         try:
-            output, delivered = await self.pool.run(
+            output, delivered, stored = await self.pool.run(
                 self._run_and_encode, tool, ctx, args, output_settings.format, output_settings.delivery,
-                timeout=self.settings.tool_timeout_s,
+                self.store.stores_encoded, timeout=self.settings.tool_timeout_s,
             )
         except TimeoutError:
             return _failure(name, f"Error: {name} did not finish within {self.settings.tool_timeout_s:g} s.",
                             "timeout")
-        if not self.store.is_live(session):
+        if not await self.store.is_live(session):
             return _failure(name, "Error: the session ended while the tool ran.", "session_gone")
-        return self._register_output(session, name, output, delivered, base_url)
+        return await self._register_output(session, name, output, delivered, stored, base_url)
 
-    def _run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str,
-                        delivery: str) -> tuple[ToolOutput, list[_Delivered]]:
-        """Runs in a worker thread: the tool itself, then the encoding its delivery needs."""
+    def _run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str, delivery: str,
+                        store_png: bool) -> tuple[ToolOutput, list[_Delivered], list[bytes | None]]:
+        """Runs in a worker thread: the tool itself, then the encodings its delivery (and the store) need."""
         try:
             output = tool.run(ctx, args)
         except ToolFailure as failure:
-            return ToolOutput.failure(failure.text, failure.code), []
+            return ToolOutput.failure(failure.text, failure.code), [], []
         delivered = []
-        if delivery != "ref":
-            for offset, (img, entry) in enumerate(output.returned()):
-                if entry is not None and entry.source_bytes is not None and delivery == "inline":
+        stored: list[bytes | None] = []
+        for offset, (img, entry) in enumerate(output.returned()):
+            data = None
+            if delivery != "ref":
+                if entry is not None and entry.is_input and delivery == "inline":
                     # An input returned again: its uploaded bytes are exact and cost no encoding.
-                    data, mime = entry.source_bytes, entry.source_mime or "application/octet-stream"
+                    data, mime = entry.source_bytes or b"", entry.source_mime or "application/octet-stream"
                 else:
                     data, mime = self._encode(img, fmt), OUTPUT_FORMATS[fmt]
                 if delivery == "inline":
@@ -336,7 +338,11 @@ class Core:
                 else:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), fmt, data)
                     delivered.append(_Delivered(mime=mime, path=str(path)))
-        return output, delivered
+            if store_png and entry is None:  # new pixels, kept losslessly (reused images are stored already)
+                stored.append(data if data is not None and fmt == "png" else self._encode(img, "png"))
+            else:
+                stored.append(None)
+        return output, delivered, stored
 
     def _write_output(self, session_id: str, key: str, fmt: str, data: bytes) -> Path:
         directory = self.settings.resolved_output_dir().resolve() / session_id
@@ -347,8 +353,8 @@ class Core:
         tmp.replace(path)
         return path
 
-    def _register_output(self, session: Session, name: str, output: ToolOutput, delivered: list[_Delivered],
-                         base_url: str) -> ToolResult:
+    async def _register_output(self, session: Session, name: str, output: ToolOutput,
+                               delivered: list[_Delivered], stored: list[bytes | None], base_url: str) -> ToolResult:
         new_entries = []
         for offset, (img, source) in enumerate(output.returned()):
             view, view_error = compute_view(session.view_rule, img.size)
@@ -357,14 +363,12 @@ class Core:
                 view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
             ))
         try:
-            self.store.charge(session, sum(e.nbytes for e in new_entries))
+            await self.store.add_images(session, new_entries, stored, observations=len(new_entries))
         except TooLarge as exc:
             return _failure(name, f"Error: {exc.message}", "session_full")
         images = []
         fmt = session.settings.output.format
         for i, entry in enumerate(new_entries):
-            session.add_image(entry)
-            session.observations += 1
             out = ResultImage(key=entry.key, index=entry.index, width=entry.size[0], height=entry.size[1],
                               mime=OUTPUT_FORMATS[fmt])
             if i < len(delivered):
@@ -430,7 +434,7 @@ class Core:
 
     async def act(self, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "") -> ActResponse:
         """Find the tool calls in raw model output, run them, and render the observation."""
-        session = self.store.get(session_id)
+        session = await self.store.get(session_id)
         fmt = self._profile(session).call_format if fmt == "auto" else fmt
         parsed = parse(text, fmt)
         calls: list[dict[str, Any]] = []
@@ -464,6 +468,17 @@ def filename_from_upload(name: str) -> str:
         return filename_from_path(Path(Path(name).name or "document.pdf"))
     except DocumentError:
         return "document"
+
+
+def build_store(s: Settings) -> SessionStore:
+    if s.session_store == "redis":
+        from toolserver.redis_store import RedisStore
+
+        # The lock outlives the longest tool call, so an expiry means a stuck holder, not a slow one.
+        return RedisStore(s.redis_url, session_max_bytes=s.session_max_bytes, decoded_cache_bytes=s.decoded_cache_bytes,
+                          lock_timeout_s=s.tool_timeout_s + 30, timeout_s=s.redis_timeout_s, prefix=s.redis_prefix,
+                          retry_after_s=s.retry_after_s)
+    return MemoryStore(session_max_bytes=s.session_max_bytes, total_max_bytes=s.total_max_bytes)
 
 
 def build_library(s: Settings) -> DocumentLibrary:

@@ -55,8 +55,8 @@ class Overloaded(ToolServerError):
     status = 429
     code = "overloaded"
 
-    def __init__(self, message: str, *, retry_after_s: int = 1):
-        super().__init__(message)
+    def __init__(self, message: str, *, retry_after_s: int = 1, code: str | None = None):
+        super().__init__(message, code=code)
         self.retry_after_s = retry_after_s
 
 
@@ -64,8 +64,8 @@ class Unavailable(ToolServerError):
     status = 503
     code = "unavailable"
 
-    def __init__(self, message: str, *, retry_after_s: int = 1):
-        super().__init__(message)
+    def __init__(self, message: str, *, retry_after_s: int = 1, code: str | None = None):
+        super().__init__(message, code=code)
         self.retry_after_s = retry_after_s
 
 

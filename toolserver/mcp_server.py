@@ -99,7 +99,7 @@ class McpEndpoint:
             session_id = self.sessions.pop(mcp_session, None)
             if session_id is not None:
                 with contextlib.suppress(ToolServerError):
-                    self.core.release(session_id)
+                    await self.core.release(session_id)
 
     # -- handlers ----------------------------------------------------------------------------------
     async def _no_discover(self, ctx: Any, params: Any) -> Any:
@@ -178,7 +178,7 @@ class McpEndpoint:
             return _error(f"Error: {exc.message}")
         finally:
             with contextlib.suppress(ToolServerError):
-                self.core.release(session_id)
+                await self.core.release(session_id)
 
     async def _load_image(self, session_id: str, arguments: dict[str, Any]) -> types.CallToolResult:
         try:

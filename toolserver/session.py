@@ -1,18 +1,20 @@
-"""Sessions and their indexed memory map, and the in-memory store with TTL, byte budgets and LRU eviction.
+"""Sessions and their indexed memory map; the store interface and the in-memory store (TTL, byte
+budgets, LRU eviction). The Redis store, for several replicas, is in `toolserver.redis_store`.
 
 A session is one trajectory. Its images are addressed by key or 0-based index; its texts by key.
-All mutation happens on the event loop thread; tool threads only read images, which are immutable
-once registered, so no locks are needed beyond the per-session call lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import secrets
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from PIL import Image
 
@@ -25,27 +27,80 @@ OBSERVATION_PREFIX = "observation_"
 _INPUT_KEY = re.compile(rf"{INPUT_PREFIX}_\d+")
 
 
-@dataclass(eq=False)
 class ImageEntry:
-    key: str
-    index: int
-    origin: str  # "input" or "tool:<name>"
-    pixels: Image.Image  # RGB, never modified after registration
-    view_size: tuple[int, int] | None
-    view_error: str | None = None
-    source_bytes: bytes | None = None  # what was uploaded (inputs only)
-    source_mime: str | None = None
-    alias_of: str | None = None  # lookback returns an earlier image: same pixels, new key
-    encoded: dict[str, bytes] = field(default_factory=dict)  # output encodings, by format
+    """One image of a session. Its pixels are RGB and never modified after registration.
+
+    Entries of the in-memory store hold their pixels; entries read back from Redis hold a loader that
+    fetches and decodes them on first use (in the tool's worker thread, through the replica's cache).
+    """
+
+    __slots__ = (
+        "_load_pixels",
+        "_load_source",
+        "_pixels",
+        "_source_bytes",
+        "alias_of",
+        "blob_format",
+        "blob_key",
+        "encoded",
+        "index",
+        "key",
+        "origin",
+        "size",
+        "source_mime",
+        "view_error",
+        "view_size",
+    )
+
+    def __init__(self, *, key: str, index: int, origin: str, size: tuple[int, int] | None = None,
+                 pixels: Image.Image | None = None, view_size: tuple[int, int] | None,
+                 view_error: str | None = None, source_bytes: bytes | None = None, source_mime: str | None = None,
+                 alias_of: str | None = None, load_pixels: Callable[[], Image.Image] | None = None,
+                 load_source: Callable[[], bytes] | None = None):
+        if pixels is None and load_pixels is None:
+            raise ValueError("an image entry needs its pixels or a way to load them")
+        self.key = key
+        self.index = index
+        self.origin = origin  # "input" or "tool:<name>"
+        self.size = size if size is not None else pixels.size  # type: ignore[union-attr]
+        self.view_size = view_size
+        self.view_error = view_error
+        self.source_mime = source_mime
+        self.alias_of = alias_of  # lookback returns an earlier image: same pixels, new key
+        self.encoded: dict[str, bytes] = {}  # output encodings, by format (in-memory store)
+        self.blob_key: str | None = None  # Redis store: the stored bytes these pixels decode from
+        self.blob_format: str | None = None  # "source" (as uploaded) or "png"
+        self._pixels = pixels
+        self._source_bytes = source_bytes  # what was uploaded (inputs only)
+        self._load_pixels = load_pixels
+        self._load_source = load_source
 
     @property
-    def size(self) -> tuple[int, int]:
-        return self.pixels.size
+    def pixels(self) -> Image.Image:
+        if self._pixels is None:
+            assert self._load_pixels is not None
+            self._pixels = self._load_pixels()
+        return self._pixels
+
+    @property
+    def loaded(self) -> bool:
+        return self._pixels is not None
+
+    @property
+    def source_bytes(self) -> bytes | None:
+        if self._source_bytes is None and self._load_source is not None:
+            self._source_bytes = self._load_source()
+        return self._source_bytes
+
+    @property
+    def is_input(self) -> bool:
+        return self.origin == "input"
 
     @property
     def nbytes(self) -> int:
-        pixel_bytes = 0 if self.alias_of else self.pixels.width * self.pixels.height * 3
-        return pixel_bytes + len(self.source_bytes or b"") + sum(len(b) for b in self.encoded.values())
+        """What the in-memory store charges: decoded pixels (not for aliases), uploaded bytes, encodings."""
+        pixel_bytes = 0 if self.alias_of else self.size[0] * self.size[1] * 3
+        return pixel_bytes + len(self._source_bytes or b"") + sum(len(b) for b in self.encoded.values())
 
     def info(self) -> ImageInfo:
         vw, vh = self.view_size if self.view_size else (None, None)
@@ -70,20 +125,23 @@ def compute_view(rule: ViewRule, size: tuple[int, int]) -> tuple[tuple[int, int]
 
 
 class Session:
-    def __init__(self, session_id: str, settings: SessionSettings, view_rule: ViewRule, ttl_s: float):
+    """One session's state as a request sees it. The memory store keeps these objects; the Redis store
+    builds a fresh one from Redis for every request."""
+
+    def __init__(self, session_id: str, settings: SessionSettings, view_rule: ViewRule, ttl_s: float,
+                 texts: Mapping[str, str] | None = None, text_lengths: dict[str, int] | None = None):
         self.id = session_id
         self.settings = settings
         self.view_rule = view_rule
         self.ttl_s = ttl_s
         self.images: list[ImageEntry] = []
         self.by_key: dict[str, ImageEntry] = {}
-        self.texts: dict[str, str] = {}
+        self.texts: Mapping[str, str] = texts if texts is not None else {}
+        self.text_lengths: dict[str, int] = text_lengths if text_lengths is not None else {}
         self.observations = 0
         self.tool_calls = 0
         self.nbytes = 0
         self.last_used = time.monotonic()
-        # One tool call at a time per session: observation numbering stays deterministic.
-        self.lock = asyncio.Lock()
 
     # -- naming -------------------------------------------------------------------------------
     def next_input_key(self, taken: set[str]) -> str:
@@ -99,9 +157,10 @@ class Session:
         """The key the (offset+1)-th image returned by the next tool call will get."""
         return f"{OBSERVATION_PREFIX}{self.observations + 1 + offset}"
 
-    def next_text_key(self) -> str:
+    def next_text_key(self, taken: set[str] | None = None) -> str:
+        taken = taken if taken is not None else set(self.text_lengths)
         n = 0
-        while f"text_{n}" in self.texts:
+        while f"text_{n}" in taken:
             n += 1
         return f"text_{n}"
 
@@ -113,8 +172,7 @@ class Session:
     def keys(self) -> list[str]:
         return [e.key for e in self.images]
 
-    # -- mutation (event-loop thread only) ----------------------------------------------------
-    def add_image(self, entry: ImageEntry) -> ImageEntry:
+    def append_image(self, entry: ImageEntry) -> ImageEntry:
         if entry.key in self.by_key:
             raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
         entry.index = len(self.images)
@@ -126,17 +184,107 @@ class Session:
         return max(0.0, self.last_used + self.ttl_s - (now if now is not None else time.monotonic()))
 
 
-class SessionStore:
+def plan_texts(session: Session, items: list[tuple[str | None, str]], *, max_texts: int,
+               max_chars: int) -> list[tuple[str, str]]:
+    """Check texts to add and name the unnamed ones (`text_0`, `text_1`, …); a named text replaces its key."""
+    if len(session.text_lengths) + len(items) > max_texts:
+        raise TooLarge(f"at most {max_texts} texts per session")
+    taken = set(session.text_lengths)
+    named = []
+    for key, text in items:
+        if len(text) > max_chars:
+            raise TooLarge(f"a text is limited to {max_chars} characters")
+        if key is not None and (not key or len(key) > 128):
+            raise BadRequest(f"text key {key!r} must have 1 to 128 characters")
+    for key, text in items:
+        key = key or session.next_text_key(taken)
+        taken.add(key)
+        named.append((key, text))
+    return named
+
+
+class SessionStore(ABC):
+    """Where sessions live. The core calls only these methods, so the backends are interchangeable."""
+
+    kind: str
+    # Whether tool images must come with an encoding to store (the in-memory store keeps pixels).
+    stores_encoded: bool = False
+
+    @abstractmethod
+    async def create(self, settings: SessionSettings, ttl_s: float) -> Session: ...
+
+    @abstractmethod
+    async def get(self, session_id: str) -> Session:
+        """The session, touched (its idle timer restarts); 404 unknown, 410 expired or evicted."""
+
+    @abstractmethod
+    def exclusive(self, session_id: str) -> AbstractAsyncContextManager[Session]:
+        """The session, held by this caller alone (one tool call at a time per session)."""
+
+    @abstractmethod
+    def mutating(self, session_id: str) -> AbstractAsyncContextManager[Session]:
+        """The session, for adding images or texts (exclusive where the store is shared)."""
+
+    @abstractmethod
+    async def release(self, session_id: str) -> None: ...
+
+    @abstractmethod
+    async def add_images(self, session: Session, entries: list[ImageEntry],
+                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+        """Charge, index and keep `entries` (`blobs`: their stored encodings, for stores that keep bytes);
+        `observations` tool images are counted. All or nothing."""
+
+    @abstractmethod
+    async def add_texts(self, session: Session, texts: list[tuple[str, str]]) -> None: ...
+
+    @abstractmethod
+    async def count_call(self, session: Session) -> None:
+        """One more tool call in this session (counted before the call runs, as the limits need)."""
+
+    @abstractmethod
+    async def keep_encoding(self, session: Session, entry: ImageEntry, fmt: str, data: bytes) -> None:
+        """Remember an encoding of `entry`, if the budget allows; never fails."""
+
+    @abstractmethod
+    async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None: ...
+
+    @abstractmethod
+    async def read_source(self, session: Session, entry: ImageEntry) -> bytes:
+        """An input image's bytes as uploaded."""
+
+    @abstractmethod
+    async def is_live(self, session: Session) -> bool: ...
+
+    async def check(self) -> str | None:
+        """None when the store can serve, else why not (for /readyz)."""
+        return None
+
+    def sweep(self) -> int:
+        return 0
+
+    def stats(self) -> dict[str, int | str]:
+        return {"kind": self.kind}
+
+    async def close(self) -> None:
+        return None
+
+
+class MemoryStore(SessionStore):
     """In-memory sessions: idle expiry, a byte budget per session and in total, LRU eviction.
 
     Written by hand rather than with cachetools: a session's size changes after insertion, each
     session has its own TTL, and ids that expired or were evicted must be remembered to answer 410.
+    All mutation happens on the event loop thread; tool threads only read images, which are immutable
+    once registered, so the only lock is the per-session call lock.
     """
+
+    kind = "memory"
 
     def __init__(self, *, session_max_bytes: int, total_max_bytes: int, tombstones: int = 100_000):
         self.session_max_bytes = session_max_bytes
         self.total_max_bytes = total_max_bytes
         self._sessions: OrderedDict[str, Session] = OrderedDict()  # least recently used first
+        self._locks: dict[str, asyncio.Lock] = {}
         self._gone: OrderedDict[str, str] = OrderedDict()
         self._tombstone_limit = tombstones
         self.total_bytes = 0
@@ -146,12 +294,17 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def create(self, settings: SessionSettings, view_rule: ViewRule, ttl_s: float) -> Session:
-        session = Session(secrets.token_urlsafe(24), settings, view_rule, ttl_s)
+    async def create(self, settings: SessionSettings, ttl_s: float) -> Session:
+        assert settings.view is not None
+        session = Session(secrets.token_urlsafe(24), settings, settings.view.rule(), ttl_s, texts={})
         self._sessions[session.id] = session
+        self._locks[session.id] = asyncio.Lock()
         return session
 
-    def get(self, session_id: str) -> Session:
+    async def get(self, session_id: str) -> Session:
+        return self._get(session_id)
+
+    def _get(self, session_id: str) -> Session:
         session = self._sessions.get(session_id)
         if session is None:
             reason = self._gone.get(session_id)
@@ -167,14 +320,61 @@ class SessionStore:
         self._sessions.move_to_end(session_id)
         return session
 
-    def is_live(self, session: Session) -> bool:
+    @asynccontextmanager
+    async def exclusive(self, session_id: str) -> AsyncIterator[Session]:
+        session = self._get(session_id)
+        async with self._locks[session.id]:
+            yield session
+
+    @asynccontextmanager
+    async def mutating(self, session_id: str) -> AsyncIterator[Session]:
+        # Additions run on the event loop between awaits: they need no lock, and must not wait for a tool.
+        yield self._get(session_id)
+
+    async def is_live(self, session: Session) -> bool:
         return self._sessions.get(session.id) is session
 
-    def release(self, session_id: str) -> None:
-        session = self.get(session_id)
-        self._drop(session, None)
+    async def release(self, session_id: str) -> None:
+        self._drop(self._get(session_id), None)
 
-    def charge(self, session: Session, nbytes: int) -> None:
+    async def add_images(self, session: Session, entries: list[ImageEntry],
+                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+        taken = set(session.by_key)
+        for entry in entries:
+            if entry.key in taken:
+                raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
+            taken.add(entry.key)
+        self._charge(session, sum(e.nbytes for e in entries))
+        for entry in entries:
+            session.append_image(entry)
+        session.observations += observations
+
+    async def add_texts(self, session: Session, texts: list[tuple[str, str]]) -> None:
+        replaced = sum(len(session.texts[k].encode()) for k in {k for k, _ in texts} if k in session.texts)
+        self._charge(session, sum(len(t.encode()) for _, t in texts) - replaced)
+        stored = session.texts
+        assert isinstance(stored, dict)
+        for key, text in texts:
+            stored[key] = text
+            session.text_lengths[key] = len(text)
+
+    async def count_call(self, session: Session) -> None:
+        session.tool_calls += 1
+
+    async def keep_encoding(self, session: Session, entry: ImageEntry, fmt: str, data: bytes) -> None:
+        if session.by_key.get(entry.key) is entry:  # only while the session still holds it
+            with contextlib.suppress(TooLarge):
+                self._charge(session, len(data))
+                entry.encoded[fmt] = data
+
+    async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None:
+        return entry.encoded.get(fmt)
+
+    async def read_source(self, session: Session, entry: ImageEntry) -> bytes:
+        assert entry.source_bytes is not None
+        return entry.source_bytes
+
+    def _charge(self, session: Session, nbytes: int) -> None:
         """Account for `nbytes` more held by `session`, evicting least-recently-used others if needed."""
         if session.nbytes + nbytes > self.session_max_bytes:
             raise TooLarge(
@@ -201,14 +401,20 @@ class SessionStore:
         self.expired += len(expired)
         return len(expired)
 
+    def stats(self) -> dict[str, int | str]:
+        return {"kind": self.kind, "sessions": len(self._sessions), "bytes_held": self.total_bytes,
+                "evicted": self.evicted, "expired": self.expired}
+
     def _drop(self, session: Session, reason: str | None) -> None:
         if self._sessions.pop(session.id, None) is None:
             return
+        self._locks.pop(session.id, None)
         self.total_bytes -= session.nbytes
         session.nbytes = 0
         session.images.clear()
         session.by_key.clear()
-        session.texts.clear()
+        session.texts = {}
+        session.text_lengths.clear()
         if reason:
             self._gone[session.id] = reason
             while len(self._gone) > self._tombstone_limit:

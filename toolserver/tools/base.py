@@ -8,6 +8,7 @@ out changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -48,7 +49,7 @@ class ToolContext:
 
     session_id: str
     images: tuple[ImageEntry, ...]
-    texts: dict[str, str]
+    texts: Mapping[str, str]
     coords: Coords
     observations: int  # tool images returned so far in this session
     sr: SREngine | None = None  # the super-resolution engine, shared by all sessions
@@ -59,7 +60,9 @@ class ToolContext:
     @classmethod
     def of(cls, session: Session, **services: Any) -> ToolContext:
         assert session.settings.coords is not None  # filled from the profile at creation
-        return cls(session.id, tuple(session.images), dict(session.texts), session.settings.coords,
+        # A copy of in-memory texts (they may change during the call); Redis texts are read on demand.
+        texts = dict(session.texts) if isinstance(session.texts, dict) else session.texts
+        return cls(session.id, tuple(session.images), texts, session.settings.coords,
                    session.observations, **services)
 
     def observation_key(self, offset: int = 0) -> str:

@@ -1,0 +1,472 @@
+"""Sessions in Redis, shared by several replicas behind a load balancer.
+
+Each session is a handful of keys sharing one hash tag (`ts:{<id>}:…`, so a Redis Cluster keeps them
+on one slot), all expiring together after the session's idle TTL:
+
+    meta     hash: settings (JSON), ttl_ms, observations, tool_calls, nbytes, count
+    images   list: one JSON record per image, in index order
+    blobs    hash: image key → its bytes, stored once: inputs as uploaded, tool images as PNG (lossless,
+             so later crops see exactly the same pixels); `<key>.<fmt>` holds other encodings served
+    texts    hash: text key → text;  textlen  hash: text key → length in characters
+    gone     string: why the session is gone, kept a day past its expiry to answer 410 instead of 404
+    lock     redis-py's lock: one tool call or addition at a time per session, across replicas
+
+Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated
+calls on one image decode it once per replica. Every write is a Lua script that first checks the
+session still exists and its byte budget, so a released or expired session is never half-recreated.
+
+Redis unreachable means 503 `session_store_unavailable` with Retry-After; the client reconnects by
+itself on a later call once Redis is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+from cachetools import LRUCache
+from PIL import Image
+from redis.backoff import NoBackoff
+from redis.exceptions import LockError
+from redis.retry import Retry
+
+from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unavailable
+from toolserver.imaging import decode_image
+from toolserver.models import SessionSettings
+from toolserver.session import ImageEntry, Session, SessionStore
+
+log = logging.getLogger("toolserver.redis")
+
+TOMBSTONE_MS = 24 * 3600 * 1000
+_EXPIRED = "expired (idle longer than its ttl)"
+_EVICTED = "been evicted by the session store (Redis maxmemory)"
+
+# KEYS: meta images blobs texts textlen gone. ARGV: tombstone_ms, reason.
+# Touch: restart every key's idle timer and return the state; or why the session is gone.
+_TOUCH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local reason = redis.call('GET', KEYS[6])
+  if reason then return {0, reason} end
+  return {0}
+end
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
+local count = tonumber(redis.call('HGET', KEYS[1], 'count') or '0')
+local ntexts = tonumber(redis.call('HGET', KEYS[1], 'ntexts') or '0')
+if redis.call('LLEN', KEYS[2]) ~= count or (count > 0 and redis.call('EXISTS', KEYS[3]) == 0)
+   or (ntexts > 0 and redis.call('EXISTS', KEYS[4]) == 0) then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('SET', KEYS[6], ARGV[2], 'PX', tonumber(ARGV[1]))
+  return {0, ARGV[2]}
+end
+for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+redis.call('SET', KEYS[6], 'expired (idle longer than its ttl)', 'PX', ttl + tonumber(ARGV[1]))
+return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[5])}
+"""
+
+# KEYS: meta images blobs. ARGV: max_bytes, add_bytes, observations, n, n records, then blob field/value pairs.
+_ADD_IMAGES = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+local add = tonumber(ARGV[2])
+if held + add > tonumber(ARGV[1]) then return {-2, held} end
+local n = tonumber(ARGV[4])
+local first = redis.call('LLEN', KEYS[2])
+for i = 1, n do redis.call('RPUSH', KEYS[2], ARGV[4 + i]) end
+for i = 5 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+redis.call('HINCRBY', KEYS[1], 'nbytes', add)
+redis.call('HINCRBY', KEYS[1], 'count', n)
+redis.call('HINCRBY', KEYS[1], 'observations', tonumber(ARGV[3]))
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+return {first, held + add}
+"""
+
+# KEYS: meta texts textlen. ARGV: max_bytes, then key/text/length triples. A named text replaces its key.
+_ADD_TEXTS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+local add = 0
+for i = 2, #ARGV, 3 do add = add + string.len(ARGV[i + 1]) - redis.call('HSTRLEN', KEYS[2], ARGV[i]) end
+if held + add > tonumber(ARGV[1]) then return {-2, held} end
+for i = 2, #ARGV, 3 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2])
+end
+redis.call('HINCRBY', KEYS[1], 'nbytes', add)
+redis.call('HSET', KEYS[1], 'ntexts', redis.call('HLEN', KEYS[2]))
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+return {0, held + add}
+"""
+
+# KEYS: meta blobs. ARGV: max_bytes, field, value. Keeps an encoding if the budget allows.
+_KEEP_ENCODING = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+if held + string.len(ARGV[3]) > tonumber(ARGV[1]) then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'nbytes', string.len(ARGV[3]))
+end
+return 1
+"""
+
+# KEYS: meta. Counts a tool call, only in a session that still exists.
+_COUNT_CALL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return redis.call('HINCRBY', KEYS[1], 'tool_calls', 1)
+"""
+
+
+class DecodedCache:
+    """Decoded images of this replica, least recently used dropped first, bounded by pixel bytes.
+
+    Shared by the tool threads; a miss decodes outside the lock (two threads may both decode the
+    same image once; the pixels are identical).
+    """
+
+    def __init__(self, max_bytes: int):
+        self._cache: LRUCache = LRUCache(maxsize=max(1, max_bytes), getsizeof=_pixel_bytes)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[str, str], load: Callable[[], Image.Image]) -> Image.Image:
+        with self._lock:
+            image = self._cache.get(key)
+            if image is not None:
+                self.hits += 1
+                return image
+            self.misses += 1
+        image = load()
+        with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
+            self._cache[key] = image
+        return image
+
+    def put(self, key: tuple[str, str], image: Image.Image) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._cache[key] = image
+
+    def drop_session(self, session_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._cache if k[0] == session_id]:
+                del self._cache[key]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._cache.currsize)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+def _pixel_bytes(image: Image.Image) -> int:
+    return image.width * image.height * len(image.getbands())
+
+
+class RemoteTexts(Mapping[str, str]):
+    """A session's texts, read from Redis when a tool asks for one (texts can be megabytes)."""
+
+    def __init__(self, keys: Sequence[str], fetch: Callable[[str], str | None]):
+        self._keys = list(keys)
+        self._fetch = fetch
+
+    def __getitem__(self, key: str) -> str:
+        if key not in self._keys:
+            raise KeyError(key)
+        text = self._fetch(key)
+        if text is None:
+            raise SessionGone("the session's texts are gone from the session store; create a new session")
+        return text
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class RedisStore(SessionStore):
+    kind = "redis"
+    stores_encoded = True
+
+    def __init__(self, url: str, *, session_max_bytes: int, decoded_cache_bytes: int, lock_timeout_s: float,
+                 timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1):
+        options: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                                   "retry": Retry(NoBackoff(), 1), "health_check_interval": 30}
+        self.url = url
+        self.redis = aredis.Redis.from_url(url, **options)
+        self._sync = redis.Redis.from_url(url, **options)  # for the tool threads' image loads
+        self.session_max_bytes = session_max_bytes
+        self.cache = DecodedCache(decoded_cache_bytes)
+        self.lock_timeout_s = lock_timeout_s
+        self.prefix = prefix
+        self.retry_after_s = retry_after_s
+        self._touch = self.redis.register_script(_TOUCH)
+        self._add_images = self.redis.register_script(_ADD_IMAGES)
+        self._add_texts = self.redis.register_script(_ADD_TEXTS)
+        self._keep = self.redis.register_script(_KEEP_ENCODING)
+        self._count = self.redis.register_script(_COUNT_CALL)
+
+    # -- keys -----------------------------------------------------------------------------------
+    def _key(self, session_id: str, part: str) -> str:
+        return f"{self.prefix}:{{{session_id}}}:{part}"
+
+    def _keys(self, session_id: str) -> list[str]:
+        return [self._key(session_id, p) for p in ("meta", "images", "blobs", "texts", "textlen", "gone")]
+
+    # -- errors ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Redis outages as 503 with Retry-After; the caller can simply retry."""
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+            log.warning("session store unreachable: %s", type(exc).__name__)
+            raise Unavailable("the session store (Redis) is unreachable; retry shortly",
+                              retry_after_s=self.retry_after_s, code="session_store_unavailable") from None
+        except redis.ResponseError as exc:
+            if str(exc).startswith("OOM"):
+                raise Unavailable("the session store (Redis) is out of memory; retry later or release sessions",
+                                  retry_after_s=self.retry_after_s, code="session_store_full") from None
+            raise
+
+    # -- sessions -------------------------------------------------------------------------------
+    async def create(self, settings: SessionSettings, ttl_s: float) -> Session:
+        assert settings.view is not None
+        session_id = secrets.token_urlsafe(24)
+        ttl_ms = max(1, math.ceil(ttl_s * 1000))
+        meta = {"settings": settings.model_dump_json(), "ttl_ms": ttl_ms, "observations": 0, "tool_calls": 0,
+                "nbytes": 0, "count": 0, "ntexts": 0}
+        keys = self._keys(session_id)
+        with self._guard():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys[0], mapping=meta)
+                pipe.pexpire(keys[0], ttl_ms)
+                pipe.set(keys[5], _EXPIRED, px=ttl_ms + TOMBSTONE_MS)
+                await pipe.execute()
+        return Session(session_id, settings, settings.view.rule(), ttl_s,
+                       texts=RemoteTexts([], self._text_fetcher(session_id)))
+
+    async def get(self, session_id: str) -> Session:
+        if not session_id or len(session_id) > 256:
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        with self._guard():
+            reply = await self._touch(keys=self._keys(session_id), args=[TOMBSTONE_MS, _EVICTED])
+        if reply[0] == 0:
+            if len(reply) > 1:
+                reason = reply[1].decode()
+                raise SessionGone(f"session {session_id} has {reason}; create a new session")
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        return self._build(session_id, _pairs(reply[1]), reply[2], _pairs(reply[3]))
+
+    def _build(self, session_id: str, meta: dict[bytes, bytes], records: list[bytes],
+               text_lengths: dict[bytes, bytes]) -> Session:
+        settings = SessionSettings.model_validate_json(meta[b"settings"])
+        assert settings.view is not None
+        lengths = {k.decode(): int(v) for k, v in text_lengths.items()}
+        session = Session(session_id, settings, settings.view.rule(), int(meta[b"ttl_ms"]) / 1000,
+                          texts=RemoteTexts(list(lengths), self._text_fetcher(session_id)), text_lengths=lengths)
+        session.observations = int(meta[b"observations"])
+        session.tool_calls = int(meta[b"tool_calls"])
+        session.nbytes = int(meta[b"nbytes"])
+        for raw in records:
+            session.append_image(self._entry(session_id, json.loads(raw)))
+        return session
+
+    def _entry(self, session_id: str, rec: dict[str, Any]) -> ImageEntry:
+        blob = rec["b"]
+        entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
+                           view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
+                           source_mime=rec["m"], alias_of=rec["a"],
+                           load_pixels=lambda: self.cache.get((session_id, blob),
+                                                              lambda: self._decode(session_id, blob)),
+                           load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
+        entry.blob_key = blob
+        entry.blob_format = rec["s"]
+        return entry
+
+    @asynccontextmanager
+    async def exclusive(self, session_id: str) -> AsyncIterator[Session]:
+        lock = self.redis.lock(self._key(session_id, "lock"), timeout=self.lock_timeout_s, sleep=0.005,
+                               blocking_timeout=self.lock_timeout_s)
+        with self._guard():
+            acquired = await lock.acquire()
+        if not acquired:
+            raise Unavailable("another call of this session holds it too long; retry shortly",
+                              retry_after_s=self.retry_after_s, code="session_busy")
+        try:
+            yield await self.get(session_id)  # the state as the previous holder left it
+        finally:
+            try:
+                with self._guard():
+                    await lock.release()
+            except LockError:  # held past its timeout: another holder may have run meanwhile
+                log.warning("session lock expired before release (a call ran longer than %.0f s)",
+                            self.lock_timeout_s)
+            except Unavailable:
+                pass  # the lock expires by itself
+
+    def mutating(self, session_id: str) -> contextlib.AbstractAsyncContextManager[Session]:
+        return self.exclusive(session_id)  # image and text keys are assigned from the current state
+
+    async def release(self, session_id: str) -> None:
+        with self._guard():
+            deleted = await self.redis.delete(*self._keys(session_id))
+        if not deleted:
+            await self.get(session_id)  # 404 or 410, as for any other use
+        self.cache.drop_session(session_id)
+
+    async def is_live(self, session: Session) -> bool:
+        with self._guard():
+            return bool(await self.redis.exists(self._key(session.id, "meta")))
+
+    # -- additions ------------------------------------------------------------------------------
+    async def add_images(self, session: Session, entries: list[ImageEntry],
+                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+        taken = set(session.by_key)
+        records, pairs, nbytes = [], [], 0
+        for i, entry in enumerate(entries):
+            if entry.key in taken:
+                raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
+            taken.add(entry.key)
+            data = blobs[i] if i < len(blobs) else None
+            if entry.alias_of is not None:
+                source = session.by_key.get(entry.alias_of) or next(e for e in entries if e.key == entry.alias_of)
+                entry.blob_key, entry.blob_format = source.blob_key, source.blob_format
+            else:
+                if data is None:
+                    raise ValueError(f"image {entry.key} needs its bytes to be stored")
+                entry.blob_key = entry.key
+                entry.blob_format = "source" if entry.is_input else "png"
+                pairs += [entry.key, data]
+                nbytes += len(data)
+            records.append(json.dumps({
+                "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1],
+                "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
+                "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
+            }))
+        keys = self._keys(session.id)[:3]
+        with self._guard():
+            first, held = await self._add_images(keys=keys, args=[self.session_max_bytes, nbytes, observations,
+                                                                  len(records), *records, *pairs])
+        self._check_write(session, first, held, nbytes)
+        for entry in entries:
+            session.append_image(entry)
+            if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
+                self.cache.put((session.id, entry.key), entry.pixels)
+        session.observations += observations
+        session.nbytes = held
+
+    async def add_texts(self, session: Session, texts: list[tuple[str, str]]) -> None:
+        args: list[Any] = [self.session_max_bytes]
+        for key, text in texts:
+            args += [key, text, len(text)]
+        keys = self._keys(session.id)
+        with self._guard():
+            status, held = await self._add_texts(keys=[keys[0], keys[3], keys[4]], args=args)
+        self._check_write(session, status, held, sum(len(t.encode()) for _, t in texts))
+        for key, text in texts:
+            session.text_lengths[key] = len(text)
+        session.texts = RemoteTexts(list(session.text_lengths), self._text_fetcher(session.id))
+        session.nbytes = held
+
+    def _check_write(self, session: Session, status: int, held: int, nbytes: int) -> None:
+        if status == -1:
+            raise SessionGone(f"session {session.id} ended while it was being changed; create a new session")
+        if status == -2:
+            raise TooLarge(f"session would hold {held + nbytes} bytes, over its {self.session_max_bytes}-byte "
+                           "budget; release images or start a new session")
+
+    async def count_call(self, session: Session) -> None:
+        with self._guard():
+            calls = await self._count(keys=[self._key(session.id, "meta")])
+        if calls == -1:
+            raise SessionGone(f"session {session.id} has ended; create a new session")
+        session.tool_calls = int(calls)
+
+    # -- encodings ------------------------------------------------------------------------------
+    async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None:
+        field = entry.blob_key if entry.blob_format == fmt else f"{entry.blob_key}.{fmt}"
+        with self._guard():
+            return await self.redis.hget(self._key(session.id, "blobs"), field)
+
+    async def keep_encoding(self, session: Session, entry: ImageEntry, fmt: str, data: bytes) -> None:
+        with self._guard():
+            await self._keep(keys=[self._key(session.id, "meta"), self._key(session.id, "blobs")],
+                             args=[self.session_max_bytes, f"{entry.blob_key}.{fmt}", data])
+
+    async def read_source(self, session: Session, entry: ImageEntry) -> bytes:
+        with self._guard():
+            data = await self.redis.hget(self._key(session.id, "blobs"), entry.blob_key)
+        if data is None:
+            raise SessionGone(f"session {session.id} has {_EVICTED}; create a new session")
+        return data
+
+    # -- tool threads ---------------------------------------------------------------------------
+    def _fetch(self, session_id: str, field: str) -> bytes:
+        with self._guard():
+            data = self._sync.hget(self._key(session_id, "blobs"), field)
+        if data is None:
+            raise SessionGone(f"session {session_id} has {_EVICTED}; create a new session")
+        return data  # type: ignore[return-value]
+
+    def _decode(self, session_id: str, field: str) -> Image.Image:
+        data = self._fetch(session_id, field)  # checked against the limits when it was added
+        return decode_image(data, max_bytes=len(data), max_pixels=1 << 62).pixels
+
+    def _text_fetcher(self, session_id: str) -> Callable[[str], str | None]:
+        def fetch(key: str) -> str | None:
+            with self._guard():
+                data = self._sync.hget(self._key(session_id, "texts"), key)
+            return None if data is None else data.decode()  # type: ignore[union-attr]
+        return fetch
+
+    # -- operations -----------------------------------------------------------------------------
+    async def check(self) -> str | None:
+        try:
+            await asyncio.wait_for(self.redis.ping(), timeout=2.0)
+        except (redis.RedisError, OSError, TimeoutError) as exc:
+            return f"the session store (Redis) is unreachable: {type(exc).__name__}"
+        return None
+
+    def stats(self) -> dict[str, int | str]:
+        return {"kind": self.kind, "decoded_cache_images": len(self.cache), "decoded_cache_bytes": self.cache.nbytes,
+                "decoded_cache_hits": self.cache.hits, "decoded_cache_misses": self.cache.misses}
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+        self._sync.close()
+
+
+def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
+    """Block until Redis answers PING (start-up scripts and tests)."""
+    deadline = time.monotonic() + timeout_s
+    with redis.Redis.from_url(url, socket_connect_timeout=0.5) as client:
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
