@@ -92,16 +92,22 @@ class LiveServer:
         self.startup_s = ready - started
 
 
-def start_server(env_extra: dict[str, str] | None = None, timeout: float = 20.0) -> LiveServer:
-    port = free_port()
+def start_server(env_extra: dict[str, str] | None = None, timeout: float = 20.0, *, port: int | None = None,
+                 log_path: Path | None = None, log_level: str = "warning") -> LiveServer:
+    """`toolserver serve` in its own process; its log goes to `log_path` (else a pipe read on failure)."""
+    port = port or free_port()
     env = {**os.environ, "TOOLSERVER_PORT": str(port), "TOOLSERVER_HOST": "127.0.0.1", **(env_extra or {})}
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "toolserver.cli", "serve", "--log-level", "warning"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log_file = open(log_path, "ab") if log_path else None  # noqa: SIM115 - the child writes it until it exits
+    proc = subprocess.Popen([sys.executable, "-m", "toolserver.cli", "serve", "--log-level", log_level],
+                            env=env, stdout=log_file or subprocess.PIPE, stderr=subprocess.STDOUT)
+    if log_file:
+        log_file.close()
     url = f"http://127.0.0.1:{port}"
     while time.monotonic() - started < timeout:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stdout.read().decode()[-2000:]}")
+            output = log_path.read_bytes() if log_path else proc.stdout.read()
+            raise RuntimeError(f"server exited: {output.decode()[-2000:]}")
         try:
             if httpx.get(url + "/healthz", timeout=0.5).status_code == 200:
                 return LiveServer(url, proc, started, time.monotonic())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import time
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -23,6 +22,7 @@ from toolserver.config import Settings
 from toolserver.core import Core, RawImage
 from toolserver.errors import BadRequest, ToolServerError, Unauthorized
 from toolserver.geometry import Coords
+from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext
 from toolserver.models import (
     ActRequest,
     ActResponse,
@@ -63,78 +63,6 @@ def _error_body(exc: ToolServerError) -> dict[str, str]:
 def _json(model: BaseModel, status_code: int = 200) -> Response:
     # pydantic's serializer is much faster than FastAPI's generic encoder on multi-megabyte base64 strings.
     return Response(model.model_dump_json(), status_code=status_code, media_type="application/json")
-
-
-class BodyLimit:
-    """Refuse request bodies over `max_bytes` with 413, whether or not Content-Length is given."""
-
-    class _TooLarge(Exception):
-        pass
-
-    def __init__(self, app: Any, max_bytes: int, overrides: dict[str, int] | None = None):
-        self.app = app
-        self.max_bytes = max_bytes
-        self.overrides = overrides or {}  # exact paths with their own limit (document uploads)
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.overrides.get(scope.get("path", ""), self.max_bytes)
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > limit:
-                await self._reject(send, limit)
-                return
-        received = 0
-        started = False
-
-        async def limited_receive() -> dict:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise BodyLimit._TooLarge
-            return message
-
-        async def tracking_send(message: dict) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyLimit._TooLarge:
-            if not started:
-                await self._reject(send, limit)
-
-    async def _reject(self, send: Any, limit: int) -> None:
-        body = json.dumps({"detail": f"request body is over the {limit}-byte limit",
-                           "code": "too_large"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
-
-
-class ProcessTime:
-    """Adds `X-Process-Time` (seconds spent in the server, as verl-tool reports it) to every response."""
-
-    def __init__(self, app: Any):
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-
-        async def timed_send(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                elapsed = f"{time.perf_counter() - started:.6f}".encode()
-                message = {**message, "headers": [*message.get("headers", []), (b"x-process-time", elapsed)]}
-            await send(message)
-
-        await self.app(scope, receive, timed_send)
 
 
 async def _form_images(request: Request) -> tuple[list[RawImage], dict[str, str]]:
@@ -213,6 +141,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
 
     app = FastAPI(title="toolserver", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.core = core
+    app.state.gate = gate = DrainGate()
     if mcp is not None:
         # A plain route (not a Mount) so that `/mcp` itself answers, without a redirect to `/mcp/`.
         app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"],
@@ -388,6 +317,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         reasons = []
         if settings.sr_required and not sr["available"]:
             reasons.append(core.sr.unavailable_reason())
+        if gate.draining:
+            reasons.append("the server is shutting down")
         store_problem = await core.store.check()
         if store_problem:
             reasons.append(store_problem)
@@ -408,5 +339,6 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
     app.add_middleware(ProcessTime)
+    app.add_middleware(RequestContext, gate=gate, retry_after_s=settings.retry_after_s)  # outermost
     return app
 

@@ -23,11 +23,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from toolserver.api import create_app
+    from toolserver.logs import configure_logging, logging_config
+    from toolserver.serving import DrainingServer
 
     settings = _settings(args)
-    # One process owns the sessions (they live in its memory): scale out with replicas, not workers.
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
-                timeout_graceful_shutdown=10)
+    level = settings.log_level
+    configure_logging(settings.log_format, level)
+    app = create_app(settings)
+    # One process owns its in-memory sessions: scale out with replicas (and the Redis store), not workers.
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=logging_config(
+        settings.log_format, level), log_level=level, access_log=False,
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)))
+    DrainingServer(config, app.state.gate, grace_s=settings.shutdown_grace_s).run()
     return 0
 
 
@@ -166,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, help="threads for image work")
     serve.add_argument("--queue-limit", dest="queue_limit", type=int)
     serve.add_argument("--tool-timeout-s", dest="tool_timeout_s", type=float)
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-level", dest="log_level", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--log-format", dest="log_format", choices=["json", "text"])
     serve.set_defaults(func=cmd_serve)
 
     ingest = sub.add_parser("ingest", help="ingest PDFs or page-image folders into the document library")

@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     arm_collection: str = "multi_pdf_clip_collection"
     arm_image_root: Path | None = None
 
+    log_format: Literal["json", "text"] = Field(default="json", description="Log lines as JSON objects or text.")
+    log_level: str = Field(default="info", pattern="^(critical|error|warning|info|debug)$")
+    shutdown_grace_s: float = Field(default=20.0, ge=0, description="On SIGTERM: how long calls in flight may "
+                                    "take to finish while new ones get 503.")
+
     mcp_enabled: bool = Field(default=True, description="Serve the MCP endpoint at /mcp.")
     mcp_idle_timeout_s: float = Field(default=1800.0, gt=0, description="Idle MCP sessions (and theirs) end.")
     mcp_allowed_hosts: list[str] = Field(

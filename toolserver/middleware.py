@@ -1,0 +1,162 @@
+"""ASGI middleware of the HTTP adapter: body limits, timing, request ids with an access log, and the
+drain gate of a graceful shutdown. Pure ASGI (no BaseHTTPMiddleware), so streamed bodies stay streamed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from toolserver.logs import new_request_id, request_id
+
+access_log = logging.getLogger("toolserver.access")
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413, whether or not Content-Length is given."""
+
+    class _TooLarge(Exception):
+        pass
+
+    def __init__(self, app: Any, max_bytes: int, overrides: dict[str, int] | None = None):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.overrides = overrides or {}  # exact paths with their own limit (document uploads)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.overrides.get(scope.get("path", ""), self.max_bytes)
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                await self._reject(send, limit)
+                return
+        received = 0
+        started = False
+
+        async def limited_receive() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyLimit._TooLarge
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyLimit._TooLarge:
+            if not started:
+                await self._reject(send, limit)
+
+    async def _reject(self, send: Any, limit: int) -> None:
+        body = json.dumps({"detail": f"request body is over the {limit}-byte limit",
+                           "code": "too_large"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class ProcessTime:
+    """Adds `X-Process-Time` (seconds spent in the server, as verl-tool reports it) to every response."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                elapsed = f"{time.perf_counter() - started:.6f}".encode()
+                message = {**message, "headers": [*message.get("headers", []), (b"x-process-time", elapsed)]}
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
+
+
+class DrainGate:
+    """Whether the server still takes work, and how many requests are in flight.
+
+    A graceful shutdown closes the gate: new requests get 503 (with Retry-After and `Connection: close`,
+    so a client or load balancer goes to another replica) while those in flight finish.
+    """
+
+    # Liveness and metrics keep answering while draining; long-lived MCP streams do not hold the drain up.
+    ALWAYS_OPEN = frozenset({"/healthz", "/metrics"})
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.in_flight = 0
+        self.drain_started: float | None = None
+
+    def close(self) -> None:
+        if not self.draining:
+            self.draining = True
+            self.drain_started = time.monotonic()
+
+
+class RequestContext:
+    """Request id (from `X-Request-ID` or new), echoed in the response; one access-log record per request;
+    the drain gate. Headers and query strings are never logged."""
+
+    def __init__(self, app: Any, gate: DrainGate, retry_after_s: int = 1):
+        self.app = app
+        self.gate = gate
+        self.retry_after_s = retry_after_s
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        offered = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"x-request-id"), None)
+        rid = new_request_id(offered)
+        token = request_id.set(rid)
+        path = scope.get("path", "")
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        counted = not (path == "/mcp" and scope.get("method") == "GET")  # an MCP event stream stays open
+        try:
+            if self.gate.draining and path not in DrainGate.ALWAYS_OPEN:
+                await self._refuse(send_with_id)
+                return
+            if counted:
+                self.gate.in_flight += 1
+            try:
+                await self.app(scope, receive, send_with_id)
+            finally:
+                if counted:
+                    self.gate.in_flight -= 1
+        finally:
+            access_log.info("request", extra={
+                "method": scope.get("method"), "path": path, "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "client": (scope.get("client") or ("", 0))[0]})
+            request_id.reset(token)
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps({"detail": "the server is shutting down; retry (another replica will answer)",
+                           "code": "shutting_down"}).encode()
+        await send({"type": "http.response.start", "status": 503, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"retry-after", str(self.retry_after_s).encode()), (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
