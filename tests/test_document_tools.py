@@ -229,6 +229,8 @@ def test_http_document_endpoints(tmp_path: Path):
         assert http.post("/v1/documents", json={"path": str(pdf), "filename": "../x"}).status_code == 422
         assert http.post("/v1/documents", json={}).status_code == 422
         assert http.post("/v1/documents", files={"other": ("a", b"x")}).status_code == 422
+        too_long = http.post("/v1/documents", files={"file": ("g.pdf", pdf.read_bytes())}, data={"filename": "x" * 300})
+        assert too_long.status_code == 422 and too_long.json()["code"] == "invalid_filename"  # found by the fuzzer
         assert not list((tmp_path / "data" / "documents" / "uploads").glob("*"))  # refused uploads are removed
 
         assert http.delete("/v1/documents/second").status_code == 204

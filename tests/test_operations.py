@@ -143,3 +143,18 @@ def test_log_format_setting(tmp_path: Path, fmt: str):
         assert json.loads(lines[0])["path"] == "/v1/profiles"
     else:
         assert "[fmt-check] request" in lines[0]
+
+
+def test_a_bug_is_a_500_with_the_request_id_to_quote(settings: Settings, monkeypatch: pytest.MonkeyPatch):
+    app = create_app(settings)
+
+    async def broken(items):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(app.state.core, "validate", broken)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/validate", json={"items": []}, headers={"X-Request-ID": "bug-1"})
+        assert r.status_code == 500
+        assert r.json() == {"detail": "internal server error", "code": "internal_error", "request_id": "bug-1"}
+        assert r.headers["x-request-id"] == "bug-1"
+        assert c.get("/healthz").status_code == 200  # and the server goes on

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request, Response
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
@@ -20,9 +21,10 @@ from starlette.routing import Route
 from toolserver import __version__
 from toolserver.config import Settings
 from toolserver.core import Core, RawImage
+from toolserver.documents.sources import FILENAME_PATTERN
 from toolserver.errors import BadRequest, ToolServerError, Unauthorized
 from toolserver.geometry import Coords
-from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext
+from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext, internal_error_body
 from toolserver.models import (
     ActRequest,
     ActResponse,
@@ -74,6 +76,8 @@ async def _form_images(request: Request) -> tuple[list[RawImage], dict[str, str]
             if name not in ("files", "file"):
                 raise BadRequest(f"unexpected file field {name!r}; send images as 'files'")
             images.append(RawImage(await value.read()))
+        elif name in ("files", "file"):
+            raise BadRequest(f"the multipart field {name!r} must be a file upload (with a filename)")
         else:
             fields[name] = value
     return images, fields
@@ -87,10 +91,14 @@ async def _json_body(request: Request) -> Any:
     raw = await request.body()
     if not raw.strip():
         return {}
+    return _parse_json(raw, "request body")
+
+
+def _parse_json(raw: str | bytes, what: str) -> Any:
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+        raise BadRequest(f"{what} is not valid JSON: {exc}", code="invalid_json") from None
 
 
 def _validate(model: type[BaseModel], data: Any) -> Any:
@@ -158,6 +166,10 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
             headers["WWW-Authenticate"] = "Bearer"
         return JSONResponse(_error_body(exc), status_code=exc.status, headers=headers)
 
+    @app.exception_handler(Exception)
+    async def _on_bug(_request: Request, _exc: Exception) -> JSONResponse:
+        return JSONResponse(internal_error_body(), status_code=500)  # logged by RequestContext, with the id
+
     if settings.api_keys:
         keys = [k.encode() for k in settings.api_keys]
 
@@ -178,7 +190,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     async def create_session(request: Request) -> Response:
         if _is_multipart(request):
             raw, fields = await _form_images(request)
-            body = _validate(CreateSessionRequest, json.loads(fields.get("settings") or "{}"))
+            body = _validate(CreateSessionRequest, _parse_json(fields.get("settings") or "{}", "settings"))
         else:
             raw, body = [], _validate(CreateSessionRequest, await _json_body(request))
         return _json(await core.create_session(body, raw), 201)
@@ -264,7 +276,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
               openapi_extra={"requestBody": {"required": True, "content": {
                   "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
                       "file": {"type": "string", "format": "binary", "description": "The PDF."},
-                      "filename": {"type": "string", "description": "Document id (default: the file's stem)."},
+                      "filename": {"type": "string", "pattern": FILENAME_PATTERN,
+                                   "description": "Document id (default: the file's stem)."},
                   }}},
                   "application/json": {"schema": {"$ref": "#/components/schemas/IngestPathRequest"}}}}})
     async def ingest_document(request: Request, wait: bool = False) -> Response:
@@ -338,6 +351,22 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
+    def openapi_with_hand_described_bodies() -> dict[str, Any]:
+        # The bodies of the multipart-or-JSON endpoints are read by hand, so FastAPI does not list their
+        # models; the `openapi_extra` above refers to them, and they are added here.
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in (CreateSessionRequest, AddImagesRequest, IngestPathRequest):
+                model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                for name, definition in model_schema.pop("$defs", {}).items():
+                    components.setdefault(name, definition)
+                components.setdefault(model.__name__, model_schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi_with_hand_described_bodies  # type: ignore[method-assign]
     app.add_middleware(ProcessTime)
     app.add_middleware(RequestContext, gate=gate, retry_after_s=settings.retry_after_s)  # outermost
     return app

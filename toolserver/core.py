@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from toolserver.config import Settings
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
-from toolserver.documents.sources import DocumentError, filename_from_path
+from toolserver.documents.sources import DocumentError, check_filename, filename_from_path
 from toolserver.errors import BadRequest, Conflict, NotFound, TooLarge, ToolFailure, ToolServerError
 from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image
 from toolserver.messages import observation_messages, tool_messages
@@ -400,7 +400,7 @@ class Core:
             if data is not None:
                 if len(data) > self.settings.doc_max_upload_bytes:
                     raise TooLarge(f"a document upload is limited to {self.settings.doc_max_upload_bytes} bytes")
-                filename = filename or filename_from_upload(upload_name)
+                filename = check_filename(filename) if filename else filename_from_upload(upload_name)
                 source = await asyncio.to_thread(library.save_upload, data, f"{filename}.pdf")
                 remove_after = True
             else:

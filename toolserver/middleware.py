@@ -86,6 +86,10 @@ class ProcessTime:
         await self.app(scope, receive, timed_send)
 
 
+def internal_error_body() -> dict[str, str | None]:
+    return {"detail": "internal server error", "code": "internal_error", "request_id": request_id.get()}
+
+
 class DrainGate:
     """Whether the server still takes work, and how many requests are in flight.
 
@@ -126,11 +130,12 @@ class RequestContext:
         path = scope.get("path", "")
         started = time.perf_counter()
         status = 500
+        responded = False
 
         async def send_with_id(message: dict) -> None:
-            nonlocal status
+            nonlocal status, responded
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, responded = message["status"], True
                 message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
             await send(message)
 
@@ -143,6 +148,12 @@ class RequestContext:
                 self.gate.in_flight += 1
             try:
                 await self.app(scope, receive, send_with_id)
+            except Exception:
+                # A bug, not a bad request: logged here with the id; answered 500 with the id to quote
+                # (by the app's own handler when it got that far).
+                logging.getLogger("toolserver").exception("unhandled error")
+                if not responded:
+                    await _send_json(send_with_id, 500, internal_error_body())
             finally:
                 if counted:
                     self.gate.in_flight -= 1
@@ -154,9 +165,13 @@ class RequestContext:
             request_id.reset(token)
 
     async def _refuse(self, send: Any) -> None:
-        body = json.dumps({"detail": "the server is shutting down; retry (another replica will answer)",
-                           "code": "shutting_down"}).encode()
-        await send({"type": "http.response.start", "status": 503, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(self.retry_after_s).encode()), (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, 503, {"detail": "the server is shutting down; retry (another replica will answer)",
+                                     "code": "shutting_down"},
+                         [(b"retry-after", str(self.retry_after_s).encode()), (b"connection", b"close")])
+
+
+async def _send_json(send: Any, status: int, content: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps(content).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from toolserver.documents.sources import FILENAME_PATTERN
 from toolserver.geometry import QWEN_FACTOR, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, Coords, ViewRule
 
 
@@ -253,4 +254,5 @@ class IngestPathRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(description="A PDF, or a folder of `{filename}_{page}.{ext}` images, under an allowed root.")
-    filename: str | None = Field(default=None, description="The document id (default: the file's stem).")
+    filename: str | None = Field(default=None, pattern=FILENAME_PATTERN,
+                                 description="The document id (default: the file's stem).")
