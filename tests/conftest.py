@@ -204,9 +204,21 @@ def chroma_server(tmp_path: Path):
         process.wait(timeout=10)
 
 
+class ExternalRedis:
+    def __init__(self, url: str):
+        self.url = url
+
+
 @pytest.fixture(scope="session")
 def shared_redis(tmp_path_factory):
-    """One Redis for the whole run; each test keeps to its own key prefix."""
+    """One Redis for the whole run (CI's, when it started one); each test keeps to its own key prefix."""
+    url = os.environ.get("TOOLSERVER_TEST_REDIS_URL")
+    if url:
+        from toolserver.redis_store import wait_for_redis
+
+        wait_for_redis(url)
+        yield ExternalRedis(url)
+        return
     server = RedisServer(tmp_path_factory.mktemp("redis"), appendonly=False).start()
     yield server
     server.stop()

@@ -45,7 +45,8 @@ def logging_config(fmt: str = "json", level: str = "info") -> dict[str, Any]:
         "disable_existing_loggers": False,
         "filters": {"request_id": {"()": RequestIdFilter}},
         "formatters": {fmt: formatters[fmt]},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr",
+        # The handler filters too: some libraries set their own loggers to DEBUG.
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "level": level.upper(),
                                 "formatter": fmt, "filters": ["request_id"]}},
         "root": {"handlers": ["stderr"], "level": level.upper()},
         "loggers": {

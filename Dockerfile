@@ -1,0 +1,56 @@
+# syntax=docker/dockerfile:1
+# toolserver — one image for GPU and CPU hosts.
+#
+# torch comes from PyPI at the version constraints.txt pins; on Linux x86-64 that wheel carries its CUDA
+# runtime, so the image uses an NVIDIA GPU when the container is given one (docker-compose.yml reserves it)
+# and runs on the CPU otherwise. For a smaller CPU-only image:
+#   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu -t toolserver:cpu .
+# SMFANet weights (about 2 MB each, sha256-checked) are fetched at build time unless FETCH_WEIGHTS=0; then
+# mount a directory holding them at /models/smfanet. CLIP for document pages: FETCH_CLIP=1 bakes
+# clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
+
+ARG PYTHON_VERSION=3.11
+FROM python:${PYTHON_VERSION}-slim-bookworm
+
+ARG TORCH_INDEX=""
+ARG FETCH_WEIGHTS=1
+ARG FETCH_CLIP=0
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/toolserver/bin:$PATH
+
+WORKDIR /src
+COPY pyproject.toml constraints.txt README.md ./
+COPY toolserver ./toolserver
+COPY deploy ./deploy
+
+# The same steps as the README's set-up, without the dev tools: a virtual environment, torch pinned.
+RUN python -m venv /opt/toolserver \
+ && if [ -n "$TORCH_INDEX" ]; then pip install --index-url "$TORCH_INDEX" "torch==$(sed -n 's/^torch==//p' constraints.txt)"; fi \
+ && pip install -c constraints.txt '.[docs]' \
+ && useradd --create-home --uid 10001 toolserver \
+ && mkdir -p /data /models/smfanet \
+ && chown -R toolserver:toolserver /data /models
+
+USER toolserver
+RUN if [ "$FETCH_WEIGHTS" = "1" ]; then toolserver weights download --dir /models/smfanet; fi \
+ && if [ "$FETCH_CLIP" = "1" ]; then python -c "from sentence_transformers import SentenceTransformer as S; S('clip-ViT-B-32')"; fi
+
+ENV TOOLSERVER_HOST=0.0.0.0 \
+    TOOLSERVER_PORT=8000 \
+    TOOLSERVER_DATA_DIR=/data \
+    TOOLSERVER_SR_MODEL_DIR=/models/smfanet \
+    TOOLSERVER_LOG_FORMAT=json \
+    HF_HUB_OFFLINE=1
+WORKDIR /data
+VOLUME ["/data"]
+EXPOSE 8000
+
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/healthz', timeout=2)" || exit 1
+
+# deploy/entrypoint.sh is also how the scale-out test starts replicas outside Docker.
+ENTRYPOINT ["/src/deploy/entrypoint.sh"]

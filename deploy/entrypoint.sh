@@ -1,0 +1,14 @@
+#!/bin/sh
+# Start one toolserver replica: the container's entrypoint, and the same start-up outside Docker
+# (tests/test_scaleout.py starts its replicas with this script). Settings come from TOOLSERVER_*
+# variables; extra arguments go to `toolserver serve`.
+set -eu
+
+# Weights are normally baked in at build time or mounted; a host with network access may fetch them now.
+if [ "${TOOLSERVER_FETCH_WEIGHTS:-0}" = "1" ]; then
+  toolserver weights download --dir "${TOOLSERVER_SR_MODEL_DIR:-models/smfanet}" \
+    || echo "toolserver: could not fetch SMFANet weights; super-resolution stays unavailable" >&2
+fi
+
+# exec: the server is PID 1 in a container and receives SIGTERM itself (graceful drain).
+exec toolserver serve "$@"
