@@ -226,6 +226,10 @@ async def soak(url: str, pid: int, clients: int, seconds: float, seed: int) -> d
     per_minute = {}
     for t, m in samples:
         per_minute[int(t // 60)] = m  # the last sample of each minute
+    # One sample swings ±10 % with what 64 sessions hold at that instant, so the trend compares window means:
+    # the two minutes after warm-up against the last two minutes.
+    early = [m for t, m in samples if WARM_S <= t < WARM_S + 120] or warm
+    late = [m for t, m in samples if t >= wall - 120] or warm
     return {
         "clients": clients, "seconds": round(wall, 1), "requests": calls, "trajectories": stats.trajectories,
         "requests_per_s": round(calls / wall, 2), "trajectories_per_min": round(stats.trajectories / wall * 60, 1),
@@ -236,7 +240,11 @@ async def soak(url: str, pid: int, clients: int, seconds: float, seed: int) -> d
         "rss_mib": {"first": round(samples[0][1], 1), "warm_start": round(warm[0], 1), "end": round(samples[-1][1], 1),
                     "warm_max": round(max(warm), 1), "warm_min": round(min(warm), 1),
                     "end_over_warm_start": round(samples[-1][1] / warm[0], 3),
-                    "per_minute": {str(k): round(v, 1) for k, v in sorted(per_minute.items())}},
+                    "warm_window_mean": round(sum(early) / len(early), 1),
+                    "last_window_mean": round(sum(late) / len(late), 1),
+                    "last_over_warm_window": round((sum(late) / len(late)) / (sum(early) / len(early)), 3),
+                    "per_minute": {str(k): round(v, 1) for k, v in sorted(per_minute.items())},
+                    "series": [[round(t, 1), round(m, 1)] for t, m in samples]},
         "by_call": {label: {"count": len(v), "p50_ms": round(percentile(v, 50) * 1000, 1),
                             "p99_ms": round(percentile(v, 99) * 1000, 1)}
                     for label, v in sorted(stats.latency.items())},
@@ -245,7 +253,9 @@ async def soak(url: str, pid: int, clients: int, seconds: float, seed: int) -> d
 
 def start_stack(store: str, work: Path) -> tuple[Server, subprocess.Popen | None]:
     env = {"TOOLSERVER_DATA_DIR": str(work / "data"), "TOOLSERVER_SR_MODEL_DIR": str(SHARED / "models" / "smfanet"),
-           "TOOLSERVER_LOG_LEVEL": "warning", "HF_HUB_OFFLINE": "1"}
+           "TOOLSERVER_LOG_LEVEL": "warning", "HF_HUB_OFFLINE": "1",
+           # As deploy/entrypoint.sh sets it (see BENCHMARKS.md: fewer glibc arenas, no RSS creep).
+           "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
     redis = None
     if store == "redis":
         from bench.common import free_port

@@ -10,5 +10,9 @@ if [ "${TOOLSERVER_FETCH_WEIGHTS:-0}" = "1" ]; then
     || echo "toolserver: could not fetch SMFANet weights; super-resolution stays unavailable" >&2
 fi
 
+# Two glibc malloc arenas instead of one per thread: under a 64-client soak the resident memory stops
+# creeping upward (BENCHMARKS.md, "Load and soak"), at no cost in throughput.
+export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
+
 # exec: the server is PID 1 in a container and receives SIGTERM itself (graceful drain).
 exec toolserver serve "$@"

@@ -164,6 +164,8 @@ def test_idle_sessions_expire_in_redis_and_answer_410(tmp_path: Path, redis_serv
         await asyncio.sleep(0.5)
         with pytest.raises(SessionGone, match="expired"):
             await core.session_info(sid)
+        with pytest.raises(SessionGone, match="expired"):
+            await core.release(sid)  # as in memory: releasing an expired session is 410, not a quiet 204
         with pytest.raises(NotFound):
             await core.session_info("no-such-session")
         await core.stop()

@@ -54,7 +54,8 @@ image, and more, served per session over an indexed memory map of images and tex
 Upload an image once (`POST /v1/sessions`), then call tools by key or index. Tool-level failures
 (a bad box, an unknown image) come back as `ok:false` with text the model can read; HTTP errors are
 for protocol problems only: 401, 404 unknown session, 410 expired or evicted session, 413 too large,
-422 malformed request, 429/503 overload with `Retry-After`.
+422 malformed request, 429/503 overload with `Retry-After` (503 also while the session store is unreachable or
+the server is shutting down: retry, another replica may answer). Every response carries `X-Request-ID`.
 """
 
 

@@ -326,10 +326,13 @@ class RedisStore(SessionStore):
         return self.exclusive(session_id)  # image and text keys are assigned from the current state
 
     async def release(self, session_id: str) -> None:
+        keys = self._keys(session_id)
         with self._guard():
-            deleted = await self.redis.delete(*self._keys(session_id))
-        if not deleted:
+            live = await self.redis.exists(keys[0])
+        if not live:
             await self.get(session_id)  # 404 or 410, as for any other use
+        with self._guard():
+            await self.redis.delete(*keys)  # the tombstone too: a released session is unknown (404)
         self.cache.drop_session(session_id)
 
     async def is_live(self, session: Session) -> bool:
