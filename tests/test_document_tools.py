@@ -209,7 +209,9 @@ def test_http_document_endpoints(tmp_path: Path):
         queued = http.post("/v1/documents", json={"path": str(pdf), "filename": "second"})
         assert queued.status_code == 202 and queued.json()["status"] in ("queued", "ingesting", "ready")
         for _ in range(200):
-            if http.get("/v1/documents/second").json()["status"] == "ready":
+            polled = http.get("/v1/documents/second")
+            assert polled.status_code == 200, polled.text  # at every stage of the ingestion
+            if polled.json()["status"] == "ready":
                 break
             time.sleep(0.1)
         assert [d["filename"] for d in http.get("/v1/documents").json()] == ["second", "user-guide"]

@@ -256,9 +256,13 @@ class DocumentLibrary:
         return sorted(self.meta_dir.glob("*.json")) if self.meta_dir.is_dir() else []
 
     def _read_meta(self, filename: str) -> DocumentInfo | None:
+        """What callers see: an ingestion queued or running here, else the manifest."""
         active = self._active.get(filename)
         if active is not None:
             return active.model_copy()
+        return self._read_manifest(filename)
+
+    def _read_manifest(self, filename: str) -> DocumentInfo | None:
         path = self._meta_path(filename)
         try:
             info = DocumentInfo.model_validate_json(path.read_text())
@@ -354,8 +358,9 @@ class DocumentLibrary:
     def _ingest_locked(self, filename: str, source: PdfSource | ImageFolderSource,
                        progress: Progress | None) -> DocumentInfo:
         roles = self.embedding_roles()
-        self._active.pop(filename, None)
-        old = self._read_meta(filename)
+        # The manifest, not the queued entry; that entry stays visible until this ingestion's own replaces it
+        # (dropping it here left a moment in which the document was unknown: 404 after a 202).
+        old = self._read_manifest(filename)
         same = (old is not None and old.sha256 == source.sha256 and old.pages == source.pages
                 and old.kind == source.kind and old.embedded == roles)
         if same and old is not None and old.status == "ready":
