@@ -15,19 +15,16 @@ import asyncio
 import base64
 import io
 import json
-import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from PIL import Image
 
-from bench.common import abba, free_port, summary
+from bench.common import RedisProcess, abba, summary
 from toolserver.config import Settings
 from toolserver.core import Core
 from toolserver.models import CreateSessionRequest, ImageInput
-from toolserver.redis_store import wait_for_redis
 
 PHOTO = Path(__file__).resolve().parents[2] / "shared" / "data" / "photos" / "LadyBird.jpg"
 ZOOM = {"image": "original_image", "bbox_2d": [200, 200, 700, 600]}
@@ -83,17 +80,11 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="toolserver-store-bench-"))
-    port = free_port()
-    redis = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
-                              "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(work)],
-                             stdout=subprocess.DEVNULL)
+    redis = RedisProcess(work)
     try:
-        url = f"redis://127.0.0.1:{port}/0"
-        wait_for_redis(url)
-        print(json.dumps(asyncio.run(run(args.iterations, url, work)), indent=2))
+        print(json.dumps(asyncio.run(run(args.iterations, redis.url, work)), indent=2))
     finally:
-        redis.terminate()
-        redis.wait(10)
+        redis.stop()
 
 
 if __name__ == "__main__":

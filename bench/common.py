@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -92,3 +93,21 @@ async def abba(call_a, call_b, iterations: int, warmup: int = 2) -> tuple[list[f
         for call, out in pair if i % 2 == 0 else pair[::-1]:
             await timed(call, out)
     return times_a[warmup:], times_b[warmup:]
+
+
+class RedisProcess:
+    """A throwaway `redis-server` on a spare loopback port (no persistence), for benchmarks."""
+
+    def __init__(self, directory: Path):
+        from toolserver.redis_store import wait_for_redis
+
+        port = free_port()
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
+                                      "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)],
+                                     stdout=subprocess.DEVNULL)
+        wait_for_redis(self.url)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)

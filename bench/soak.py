@@ -24,8 +24,6 @@ import io
 import json
 import os
 import random
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ from urllib.parse import urlparse
 import httpx
 from PIL import Image
 
-from bench.common import Server, percentile
+from bench.common import RedisProcess, Server, percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -251,22 +249,15 @@ async def soak(url: str, pid: int, clients: int, seconds: float, seed: int) -> d
     }
 
 
-def start_stack(store: str, work: Path) -> tuple[Server, subprocess.Popen | None]:
+def start_stack(store: str, work: Path) -> tuple[Server, RedisProcess | None]:
     env = {"TOOLSERVER_DATA_DIR": str(work / "data"), "TOOLSERVER_SR_MODEL_DIR": str(SHARED / "models" / "smfanet"),
            "TOOLSERVER_LOG_LEVEL": "warning", "HF_HUB_OFFLINE": "1",
            # As deploy/entrypoint.sh sets it (see BENCHMARKS.md: fewer glibc arenas, no RSS creep).
            "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
     redis = None
     if store == "redis":
-        from bench.common import free_port
-        from toolserver.redis_store import wait_for_redis
-
-        port = free_port()
-        redis = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
-                                  "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(work)],
-                                 stdout=subprocess.DEVNULL)
-        wait_for_redis(f"redis://127.0.0.1:{port}/0")
-        env |= {"TOOLSERVER_SESSION_STORE": "redis", "TOOLSERVER_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+        redis = RedisProcess(work)
+        env |= {"TOOLSERVER_SESSION_STORE": "redis", "TOOLSERVER_REDIS_URL": redis.url}
     server = Server(env)
     pdf = make_document(work / "manual.pdf")
     with open(pdf, "rb") as f:
@@ -303,8 +294,7 @@ def main() -> None:
         if server is not None:
             server.__exit__()
         if redis is not None:
-            redis.terminate()
-            redis.wait(10)
+            redis.stop()
     result = {"store": args.store if not args.url else "external", "cpu_count": os.cpu_count(), **result}
     text = json.dumps(result, indent=2)
     print(text)

@@ -58,11 +58,7 @@ class BodyLimit:
                 await self._reject(send, limit)
 
     async def _reject(self, send: Any, limit: int) -> None:
-        body = json.dumps({"detail": f"request body is over the {limit}-byte limit",
-                           "code": "too_large"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, 413, {"detail": f"request body is over the {limit}-byte limit", "code": "too_large"})
 
 
 class ProcessTime:
