@@ -14,11 +14,12 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Query, Request, Response
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.routing import Route
 
-from toolserver import __version__
+from toolserver import __version__, jsonio
 from toolserver.config import Settings
 from toolserver.core import Core, RawImage
 from toolserver.documents.sources import FILENAME_PATTERN
@@ -63,9 +64,29 @@ def _error_body(exc: ToolServerError) -> dict[str, str]:
     return {"detail": exc.message, "code": exc.code}
 
 
+class _BoundedJSONRequest(Request):
+    """FastAPI parses declared bodies with `request.json()`: ours limits nesting (jsonio), so a body nested
+    100,000 deep is a 422 like any malformed JSON instead of a RecursionError."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = jsonio.loads(await self.body())
+        return self._json
+
+
+class _BoundedJSONRoute(APIRoute):
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def bounded(request: Request) -> Response:
+            return await handler(_BoundedJSONRequest(request.scope, request.receive))
+
+        return bounded
+
+
 def _json(model: BaseModel, status_code: int = 200) -> Response:
     # pydantic's serializer is much faster than FastAPI's generic encoder on multi-megabyte base64 strings.
-    return Response(model.model_dump_json(), status_code=status_code, media_type="application/json")
+    return Response(jsonio.dump_model(model), status_code=status_code, media_type="application/json")
 
 
 async def _form_images(request: Request) -> tuple[list[RawImage], dict[str, str]]:
@@ -97,7 +118,7 @@ async def _json_body(request: Request) -> Any:
 
 def _parse_json(raw: str | bytes, what: str) -> Any:
     try:
-        return json.loads(raw)
+        return jsonio.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(f"{what} is not valid JSON: {exc}", code="invalid_json") from None
 
@@ -149,6 +170,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
             await core.stop()
 
     app = FastAPI(title="toolserver", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.router.route_class = _BoundedJSONRoute
     app.state.core = core
     app.state.gate = gate = DrainGate()
     if mcp is not None:

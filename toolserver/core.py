@@ -21,6 +21,7 @@ from typing import Any
 from PIL import Image
 from pydantic import BaseModel, ValidationError
 
+from toolserver import jsonio
 from toolserver.config import Settings
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
@@ -87,11 +88,12 @@ class Core:
         self.settings = settings or Settings()
         s = self.settings
         self.store = build_store(s)
-        self.pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s)
+        self.pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s, heavy_workers=s.heavy_workers,
+                             heavy_nice=s.heavy_nice)
         self.sr = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
                            max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
                            prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256, cpu_workers=s.sr_cpu_workers,
-                           threads=s.sr_threads)
+                           threads=s.sr_threads, nice=s.heavy_nice)
         self.documents = build_library(s)
         self.metrics = Metrics()
         if isinstance(self.store, MemoryStore):
@@ -105,6 +107,9 @@ class Core:
             self.metrics.gauge("toolserver_decoded_cache_bytes", "Decoded images cached by this replica",
                                lambda: cache.nbytes)
         self.metrics.gauge("toolserver_pool_in_flight", "Jobs admitted to the work pool", lambda: self.pool.in_flight)
+        for name, lane in self.pool.lanes.items():
+            self.metrics.gauge(f"toolserver_pool_{name}_in_flight", f"Jobs admitted to the {name} lane",
+                               lambda lane=lane: lane.in_flight)
         self.started = time.time()
         self._sweeper: asyncio.Task | None = None
 
@@ -248,7 +253,7 @@ class Core:
         if isinstance(img, ImageEntry):
             img = img.pixels
         return encode_image(img, fmt, png_level=s.png_compress_level, jpeg_quality=s.jpeg_quality,
-                            webp_quality=s.webp_quality)
+                            webp_quality=s.webp_quality, png_encoder=s.png_encoder)
 
     # -- tools --------------------------------------------------------------------------------
     def list_tools(self, profile: str = "default", *, strict: bool = False, coords=None) -> list[dict[str, Any]]:
@@ -290,7 +295,7 @@ class Core:
         await self.store.count_call(session)
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                arguments = jsonio.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
                 return _failure(name, f"Error: the arguments of {name} are not valid JSON: {exc}.", "invalid_json")
         if arguments is None:
@@ -302,16 +307,19 @@ class Core:
             return args
         ctx = ToolContext.of(session, sr=self.sr, documents=self.documents,
                              sr_max_output_pixels=self.settings.sr_max_output_pixels,
-                             deadline=time.monotonic() + self.settings.tool_timeout_s)
+                             deadline=time.monotonic() + self.settings.tool_timeout_s,
+                             cached_view=self.store.view_lookup(session))
         output_settings = session.settings.output
         try:
             output, delivered, stored = await self.pool.run(
                 self._run_and_encode, tool, ctx, args, output_settings.format, output_settings.delivery,
-                self.store.stores_encoded, timeout=self.settings.tool_timeout_s,
+                self.store.stores_encoded, timeout=self.settings.tool_timeout_s, lane=tool.lane,
             )
         except TimeoutError:
             return _failure(name, f"Error: {name} did not finish within {self.settings.tool_timeout_s:g} s.",
                             "timeout")
+        if ctx.new_views:
+            await self.store.keep_views(session, ctx.new_views)
         if not await self.store.is_live(session):
             return _failure(name, "Error: the session ended while the tool ran.", "session_gone")
         return await self._register_output(session, name, output, delivered, stored, base_url)

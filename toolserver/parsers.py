@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolserver import jsonio
+
 FORMATS = ("hermes", "groundlight", "mags-rl", "mgpo", "mini-o3")
 
 _HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -36,7 +38,7 @@ class Parsed:
 
 def _json(text: str) -> tuple[Any, str | None]:
     try:
-        return json.loads(text), None
+        return jsonio.loads(text), None
     except (json.JSONDecodeError, ValueError) as exc:
         return None, str(exc)
 
@@ -96,7 +98,7 @@ def parse_groundlight(text: str) -> Parsed:
     if problem is not None:
         out.errors.append(f"Error: Parsing arguments for tool 'zoom': {problem}")
         return out
-    out.calls.append(ParsedCall("zoom", {"keypoint": json.loads(raw["keypoint"])}))
+    out.calls.append(ParsedCall("zoom", {"keypoint": jsonio.loads(raw["keypoint"])}))
     return out
 
 

@@ -44,7 +44,7 @@ from redis.retry import Retry
 from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unavailable
 from toolserver.imaging import decode_image
 from toolserver.models import SessionSettings
-from toolserver.session import ImageEntry, Session, SessionStore
+from toolserver.session import ImageEntry, Session, SessionStore, image_nbytes
 
 log = logging.getLogger("toolserver.redis")
 
@@ -138,7 +138,7 @@ class DecodedCache:
     """
 
     def __init__(self, max_bytes: int):
-        self._cache: LRUCache = LRUCache(maxsize=max(1, max_bytes), getsizeof=_pixel_bytes)
+        self._cache: LRUCache = LRUCache(maxsize=max(1, max_bytes), getsizeof=image_nbytes)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -154,6 +154,14 @@ class DecodedCache:
         with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
             self._cache[key] = image
         return image
+
+    def peek(self, key: tuple[str, str]) -> Image.Image | None:
+        """A cached image (counted as a hit) or None; nothing is loaded."""
+        with self._lock:
+            image = self._cache.get(key)
+            if image is not None:
+                self.hits += 1
+            return image
 
     def put(self, key: tuple[str, str], image: Image.Image) -> None:
         with self._lock, contextlib.suppress(ValueError):
@@ -172,8 +180,8 @@ class DecodedCache:
         return len(self._cache)
 
 
-def _pixel_bytes(image: Image.Image) -> int:
-    return image.width * image.height * len(image.getbands())
+def _view_key(entry: ImageEntry, rule: str) -> str:
+    return f"{entry.blob_key}|view:{rule}"
 
 
 class RemoteTexts(Mapping[str, str]):
@@ -413,6 +421,15 @@ class RedisStore(SessionStore):
         with self._guard():
             await self._keep(keys=[self._key(session.id, "meta"), self._key(session.id, "blobs")],
                              args=[self.session_max_bytes, f"{entry.blob_key}.{fmt}", data])
+
+    def view_lookup(self, session: Session) -> Callable[[ImageEntry, str], Image.Image | None]:
+        # Views live in this replica's decoded cache beside the pixels they come from (never in Redis: a
+        # resize is cheaper to redo than to ship); an alias shares its source's blob, so its views too.
+        return lambda entry, rule: self.cache.peek((session.id, _view_key(entry, rule)))
+
+    async def keep_views(self, session: Session, views: Sequence[tuple[ImageEntry, str, Image.Image]]) -> None:
+        for entry, rule, image in views:
+            self.cache.put((session.id, _view_key(entry, rule)), image)
 
     async def read_source(self, session: Session, entry: ImageEntry) -> bytes:
         with self._guard():

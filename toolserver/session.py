@@ -7,7 +7,6 @@ A session is one trajectory. Its images are addressed by key or 0-based index; i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import secrets
 import time
@@ -50,6 +49,7 @@ class ImageEntry:
         "source_mime",
         "view_error",
         "view_size",
+        "views",
     )
 
     def __init__(self, *, key: str, index: int, origin: str, size: tuple[int, int] | None = None,
@@ -68,6 +68,7 @@ class ImageEntry:
         self.source_mime = source_mime
         self.alias_of = alias_of  # lookback returns an earlier image: same pixels, new key
         self.encoded: dict[str, bytes] = {}  # output encodings, by format (in-memory store)
+        self.views: dict[str, Image.Image] = {}  # model views (whole-image resizes), by rule (in-memory store)
         self.blob_key: str | None = None  # Redis store: the stored bytes these pixels decode from
         self.blob_format: str | None = None  # "source" (as uploaded) or "png"
         self._pixels = pixels
@@ -98,14 +99,30 @@ class ImageEntry:
 
     @property
     def nbytes(self) -> int:
-        """What the in-memory store charges: decoded pixels (not for aliases), uploaded bytes, encodings."""
+        """What the in-memory store charges: decoded pixels (not for aliases), uploaded bytes, and the caches."""
         pixel_bytes = 0 if self.alias_of else self.size[0] * self.size[1] * 3
-        return pixel_bytes + len(self._source_bytes or b"") + sum(len(b) for b in self.encoded.values())
+        return pixel_bytes + len(self._source_bytes or b"") + self.cache_nbytes
+
+    @property
+    def cache_nbytes(self) -> int:
+        """Bytes of what can be recomputed: output encodings and model views."""
+        return sum(len(b) for b in self.encoded.values()) + sum(image_nbytes(v) for v in self.views.values())
+
+    def drop_caches(self) -> int:
+        """Forget the encodings and views; returns the bytes freed."""
+        freed = self.cache_nbytes
+        self.encoded = {}
+        self.views = {}
+        return freed
 
     def info(self) -> ImageInfo:
         vw, vh = self.view_size if self.view_size else (None, None)
         return ImageInfo(key=self.key, index=self.index, width=self.size[0], height=self.size[1],
                          view_width=vw, view_height=vh, view_error=self.view_error, origin=self.origin)
+
+
+def image_nbytes(image: Image.Image) -> int:
+    return image.width * image.height * len(image.getbands())
 
 
 def find_image(images: list[ImageEntry] | tuple[ImageEntry, ...], ref: str | int) -> ImageEntry | None:
@@ -249,6 +266,14 @@ class SessionStore(ABC):
     async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None: ...
 
     @abstractmethod
+    def view_lookup(self, session: Session) -> Callable[[ImageEntry, str], Image.Image | None]:
+        """How a tool thread finds a model view computed by an earlier call (`ToolContext.view`)."""
+
+    @abstractmethod
+    async def keep_views(self, session: Session, views: Sequence[tuple[ImageEntry, str, Image.Image]]) -> None:
+        """Remember the views a call computed, if the budget allows; never fails, never evicts a session."""
+
+    @abstractmethod
     async def read_source(self, session: Session, entry: ImageEntry) -> bytes:
         """An input image's bytes as uploaded."""
 
@@ -362,10 +387,19 @@ class MemoryStore(SessionStore):
         session.tool_calls += 1
 
     async def keep_encoding(self, session: Session, entry: ImageEntry, fmt: str, data: bytes) -> None:
-        if session.by_key.get(entry.key) is entry:  # only while the session still holds it
-            with contextlib.suppress(TooLarge):
-                self._charge(session, len(data))
-                entry.encoded[fmt] = data
+        if session.by_key.get(entry.key) is entry and self._fits(session, len(data)):  # still held, room left
+            self._add_bytes(session, len(data))
+            entry.encoded[fmt] = data
+
+    def view_lookup(self, session: Session) -> Callable[[ImageEntry, str], Image.Image | None]:
+        return lambda entry, rule: entry.views.get(rule)
+
+    async def keep_views(self, session: Session, views: Sequence[tuple[ImageEntry, str, Image.Image]]) -> None:
+        for entry, rule, image in views:
+            nbytes = image_nbytes(image)
+            if session.by_key.get(entry.key) is entry and rule not in entry.views and self._fits(session, nbytes):
+                self._add_bytes(session, nbytes)
+                entry.views[rule] = image
 
     async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None:
         return entry.encoded.get(fmt)
@@ -374,8 +408,30 @@ class MemoryStore(SessionStore):
         assert entry.source_bytes is not None
         return entry.source_bytes
 
+    def _fits(self, session: Session, nbytes: int) -> bool:
+        """Whether a cache of `nbytes` fits without shedding or evicting anything."""
+        return (session.nbytes + nbytes <= self.session_max_bytes
+                and self.total_bytes + nbytes <= self.total_max_bytes)
+
+    def _add_bytes(self, session: Session, nbytes: int) -> None:
+        session.nbytes += nbytes
+        self.total_bytes += nbytes
+
+    def _shed_caches(self, sessions: Sequence[Session], need: int) -> None:
+        """Free at least `need` bytes of encodings and views (recomputable) from `sessions`, in order."""
+        for session in sessions:
+            for entry in session.images:
+                if need <= 0:
+                    return
+                freed = entry.drop_caches()
+                self._add_bytes(session, -freed)
+                need -= freed
+
     def _charge(self, session: Session, nbytes: int) -> None:
-        """Account for `nbytes` more held by `session`, evicting least-recently-used others if needed."""
+        """Account for `nbytes` more held by `session`. Under pressure caches go first (this session's, then
+        everyone's least recently used first), then least-recently-used other sessions are evicted."""
+        if session.nbytes + nbytes > self.session_max_bytes:
+            self._shed_caches([session], session.nbytes + nbytes - self.session_max_bytes)
         if session.nbytes + nbytes > self.session_max_bytes:
             raise TooLarge(
                 f"session would hold {session.nbytes + nbytes} bytes, over its {self.session_max_bytes}-byte "
@@ -383,14 +439,15 @@ class MemoryStore(SessionStore):
             )
         if nbytes > self.total_max_bytes:
             raise TooLarge(f"{nbytes} bytes is over the server's total budget of {self.total_max_bytes}")
+        if self.total_bytes + nbytes > self.total_max_bytes:
+            self._shed_caches(list(self._sessions.values()), self.total_bytes + nbytes - self.total_max_bytes)
         while self.total_bytes + nbytes > self.total_max_bytes:
             victim = next((s for s in self._sessions.values() if s is not session), None)
             if victim is None:
                 raise TooLarge("the server's memory budget is exhausted")
             self._drop(victim, "been evicted under memory pressure (least recently used)")
             self.evicted += 1
-        session.nbytes += nbytes
-        self.total_bytes += nbytes
+        self._add_bytes(session, nbytes)
 
     def sweep(self) -> int:
         """Drop every expired session; returns how many."""

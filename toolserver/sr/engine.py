@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from toolserver.pool import lower_thread_priority
 from toolserver.sr import MIN_INPUT_SIDE
 from toolserver.sr.checkpoints import CheckpointError, InstalledCheckpoint, load_network, scan
 
@@ -128,7 +129,8 @@ class SREngine:
 
     def __init__(self, model_dir: Path, *, device: str = "auto", tile: int = 512, tile_pad: int = 16,
                  max_batch: int = 8, channels_last: bool = True, half: bool = False, prefer_plus: bool = False,
-                 verify_sha256: bool = True, cpu_workers: int | None = None, threads: int | None = None):
+                 verify_sha256: bool = True, cpu_workers: int | None = None, threads: int | None = None,
+                 nice: int = 0):
         self.model_dir = Path(model_dir)
         self.requested_device = device
         self.tile = tile
@@ -141,6 +143,7 @@ class SREngine:
         cores = os.cpu_count() or 1
         self.cpu_workers = max(1, cpu_workers or cores)
         self.threads = max(1, threads or cores // self.cpu_workers)  # torch threads per CPU worker
+        self.nice = nice  # CPU workers yield to cheap calls (toolserver.pool)
         self._checkpoints: dict[int, InstalledCheckpoint] = {}
         self._problems: list[str] = []
         self._networks: dict[int, Any] = {}
@@ -329,6 +332,7 @@ class SREngine:
 
         if self.device == "cpu":
             torch.set_num_threads(self.threads)  # per thread under OpenMP: only this worker's passes
+            lower_thread_priority(self.nice)
         while (batch := self._take()) is not None:
             now = time.monotonic()
             live = []

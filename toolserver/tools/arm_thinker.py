@@ -29,6 +29,7 @@ SUCCESS_TAIL = (
     "available tools within `<tool_call>...</tool_call>`. If your final response to the original question "
     "is confirmed, put your final answer or judgment within `<answer>...</answer>`."
 )
+FETCH_IMAGE_RULE = "qwen-vl-utils fetch_image, factor 28, default bounds, bicubic"
 EXAMPLE_CALL = (
     '<tool_call>\n{{"name": "image_zoom_in_tool", "arguments": {{"image": "original_image", '
     '"bbox_2d": [100, 100, 900, 900]}}}}\n</tool_call>'
@@ -87,7 +88,7 @@ class ArmZoom(Tool):
                 f"Error processing image zoom-in: Cannot resolve image key '{image_key}'. Current images you have "
                 f"are: {ctx.keys}. You can call this tool like this: {EXAMPLE_CALL}", "unknown_image")
         try:
-            view = fetch_image_view(entry.pixels)
+            view = ctx.view(entry, FETCH_IMAGE_RULE, fetch_image_view)
         except ValueError as exc:
             raise ToolFailure(f"Error processing image zoom-in: {exc}", "invalid_image") from None
         w, h = view.size
@@ -160,7 +161,7 @@ class ArmZoomQwen3(Tool):
                               "unknown_image")
         entry = images[img_idx]
         try:
-            view = fetch_image_view(entry.pixels)
+            view = ctx.view(entry, FETCH_IMAGE_RULE, fetch_image_view)
             w, h = view.size
             box = qwen3_expand_box(x1 / 1000.0 * w, y1 / 1000.0 * h, x2 / 1000.0 * w, y2 / 1000.0 * h, w, h)
             cropped = qwen3_crop_and_resize(view, box)

@@ -8,7 +8,7 @@ out changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
+from toolserver.pool import LaneName
 from toolserver.session import ImageEntry, Session, find_image
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ class ToolContext:
     documents: DocumentLibrary | None = None  # the document library, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
     deadline: float | None = None  # time.monotonic() by which the call must finish
+    # The session store's cache of model views (whole-image resizes), looked up by (entry, rule).
+    cached_view: Callable[[ImageEntry, str], Image.Image | None] | None = None
+    # Views this call computed, for the core to hand to the store once the call is over.
+    new_views: list[tuple[ImageEntry, str, Image.Image]] = field(default_factory=list)
 
     @classmethod
     def of(cls, session: Session, **services: Any) -> ToolContext:
@@ -67,6 +72,22 @@ class ToolContext:
 
     def observation_key(self, offset: int = 0) -> str:
         return f"observation_{self.observations + 1 + offset}"
+
+    def view(self, entry: ImageEntry, rule: str, compute: Callable[[Image.Image], Image.Image]) -> Image.Image:
+        """`compute(entry.pixels)` (the image as a seed system's model sees it), once per image and `rule`.
+
+        `rule` names the computation and all its parameters: two rules with one name must give the same
+        pixels. Views are immutable like every image; a tool crops or copies them, never draws on them.
+        """
+        cached = self.cached_view(entry, rule) if self.cached_view is not None else None
+        if cached is not None:
+            return cached
+        for seen, seen_rule, image in self.new_views:  # asked twice within one call
+            if seen is entry and seen_rule == rule:
+                return image
+        image = compute(entry.pixels)
+        self.new_views.append((entry, rule, image))
+        return image
 
     @property
     def keys(self) -> list[str]:
@@ -102,6 +123,9 @@ class Tool:
     # Seed profiles reproduce their own validation order and message texts, so they receive the raw
     # arguments dict; the schema still comes from `Args`.
     raw_arguments: ClassVar[bool] = False
+    # Which work lane runs the tool (toolserver.pool): "heavy" for tools that run a network or an index,
+    # so that cheap pixel tools and validators never queue behind them.
+    lane: ClassVar[LaneName] = "fast"
 
     def run(self, ctx: ToolContext, args: Any) -> ToolOutput:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -55,6 +55,7 @@ def _require(args: dict[str, Any], name: str) -> Any:
 
 class DocPageSearch(Tool):
     name = "doc_page_retrieval_by_query"
+    lane = "heavy"
     Args = DocSearchArgs
     raw_arguments = True
 
@@ -103,6 +104,7 @@ class DocPageSearch(Tool):
 
 class DocPageByIndex(Tool):
     name = "doc_page_retrieval_by_index"
+    lane = "heavy"
     description = "Return a single page image by 1-based page index for a given document."
     Args = DocIndexArgs
     raw_arguments = True

@@ -64,7 +64,9 @@ class GroundlightZoom(Tool):
         x, y = (int(v) for v in keypoint)
         view = entry.pixels
         if entry.view_size and entry.view_size != entry.size:
-            view = entry.pixels.resize(entry.view_size, Image.Resampling.BICUBIC)
+            size = entry.view_size
+            view = ctx.view(entry, f"resize {size[0]}x{size[1]} bicubic",
+                            lambda pixels: pixels.resize(size, Image.Resampling.BICUBIC))
         width, height = view.size
         if not (0 <= x < width and 0 <= y < height):
             raise _error(f"Error: keypoint [{x}, {y}] is outside the image boundaries (width={width}, height={height})")

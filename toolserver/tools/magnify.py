@@ -39,6 +39,7 @@ class MagnifyArgs(BaseModel):
 
 class Magnify(Tool):
     name = "magnify"
+    lane = "heavy"
     description = ("Magnifying glass: crop one or more regions from the full-resolution image and enlarge each with "
                    "super-resolution (SMFANet). Each box must be smaller than 40% of the image area; use it to "
                    "inspect or count small objects. {sr_scales_fallback}")

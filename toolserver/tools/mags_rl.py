@@ -26,6 +26,7 @@ class MagsZoomArgs(BaseModel):
 
 class MagsZoom(Magnify):
     name = "zoom"
+    lane = "heavy"
     description = ("Magnifying glass: crop each box from the high-resolution image and enlarge it with "
                    "super-resolution. Each box must be smaller than 40% of the image area; focus on specific "
                    "targets.")

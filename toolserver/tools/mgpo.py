@@ -21,6 +21,7 @@ from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 MAX_PIXELS = 1003520
 MIN_PIXELS = 200704
+PROCESS_RULE = f"MGPO process_image, {MAX_PIXELS} to {MIN_PIXELS} pixels, nearest"
 VALID_TEXT = "Based on the provided coordinates, return the sub-image:"
 INVALID_TEXT = "Not providing correct coordinates or invalid coordinate values, return the original image:"
 
@@ -69,14 +70,15 @@ class MgpoGrounding(Tool):
         input_w, input_h = entry.view_size or entry.size
         bbox = args.get("bbox_2d")
         if not (valid_box(bbox, input_w, input_h) and isinstance(args.get("label"), str)):
-            return ToolOutput(text=INVALID_TEXT, images=[process_image(entry.pixels)], ok=False,
+            return ToolOutput(text=INVALID_TEXT, images=[ctx.view(entry, PROCESS_RULE, process_image)], ok=False,
                               error_code="invalid_box", meta={"source": entry.key, "input_size": [input_w, input_h]})
         ori_w, ori_h = entry.size
         x1, y1, x2, y2 = bbox
         box = (to_original_f32(x1, input_w, ori_w), to_original_f32(y1, input_h, ori_h),
                to_original_f32(x2, input_w, ori_w), to_original_f32(y2, input_h, ori_h))
         w, h = box[2] - box[0], box[3] - box[1]
-        sub = entry.pixels if (w >= h * 150 or h >= w * 150) else entry.pixels.crop(box)
-        return ToolOutput(text=VALID_TEXT, images=[process_image(sub)],
+        whole = w >= h * 150 or h >= w * 150
+        processed = ctx.view(entry, PROCESS_RULE, process_image) if whole else process_image(entry.pixels.crop(box))
+        return ToolOutput(text=VALID_TEXT, images=[processed],
                           meta={"source": entry.key, "input_size": [input_w, input_h], "box_original": list(box),
                                 "label": args.get("label")})

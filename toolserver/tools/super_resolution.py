@@ -46,6 +46,7 @@ def describe(method: dict, size: tuple[int, int]) -> str:
 
 class SuperResolution(Tool):
     name = "super_resolution"
+    lane = "heavy"
     description = ("Enlarge an image, or a region of it, with a super-resolution network (SMFANet) that restores "
                    "fine detail better than plain resizing. Use it on small or blurry details. {sr_scales}")
     Args = SuperResolutionArgs
