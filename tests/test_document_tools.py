@@ -156,8 +156,15 @@ def test_clip_path_end_to_end_with_a_saved_sentence_transformers_model(tmp_path:
     with Image.open(library.pages_dir / "manual_3.jpg") as page:  # the page image the tower embedded
         stored = library.encoders["clip"].encode_images([page.convert("RGB")])[0]
     assert sum(a * b for a, b in zip(stored, records["embeddings"][2], strict=True)) > 0.99
-    scores = library._vector_scores("clip", "manual", "scatter plot", 6)
+    scores = library._vector_scores("clip", info, "scatter plot")
     assert sorted(scores) == [1, 2, 3, 4, 5, 6] and all(-1.0 <= v <= 1.0 for v in scores.values())
+    # The in-memory exact search agrees with chromadb's own cosine query on the same records.
+    query = library.encoders["clip"].encode_texts(["scatter plot"])
+    found = collection.query(query_embeddings=query.tolist(), n_results=6, where={"source": "manual"},
+                             include=["metadatas", "distances"])
+    by_chroma = {m["page"]: 1.0 - d for m, d in zip(found["metadatas"][0], found["distances"][0], strict=True)}
+    assert list(scores) == list(by_chroma)
+    assert all(abs(scores[p] - by_chroma[p]) < 1e-4 for p in scores)
     result = call(core, "default", SEARCH, {"filename": "manual", "query": "draw_scatter_plot"})
     assert result.ok and set(result.meta["rankings"]) == {"lexical", "clip"}
     described = {t["function"]["name"]: t["function"]["description"] for t in core.list_tools()}

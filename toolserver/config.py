@@ -91,6 +91,8 @@ class Settings(BaseSettings):
     doc_device: str = Field(default="auto", description="Device for the document encoders (`auto`: CUDA when present).")
     doc_page_long_side: int = Field(default=1600, ge=256, le=8000, description="Rendered PDF pages' long side, px.")
     doc_page_format: str = Field(default="jpeg", pattern="^(jpeg|png)$")
+    doc_vector_cache_bytes: int = Field(default=256 * MiB, ge=0, description="Document embeddings held in memory "
+                                        "for exact per-document search (LRU; chromadb stays the store).")
     doc_batch_pages: int = Field(default=16, ge=1, description="Pages rendered, embedded and committed together.")
     doc_max_pages: int = Field(default=10_000, ge=1, description="Pages one document may have.")
     doc_max_upload_bytes: int = 512 * MiB

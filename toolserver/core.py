@@ -498,6 +498,7 @@ def build_library(s: Settings) -> DocumentLibrary:
     return DocumentLibrary(s.resolved_documents_dir(), clip=clip, text=text, chroma_url=s.chroma_url,
                            page_long_side=s.doc_page_long_side, page_format=s.doc_page_format,
                            jpeg_quality=s.jpeg_quality, batch_pages=s.doc_batch_pages, max_pages=s.doc_max_pages,
+                           vector_cache_bytes=s.doc_vector_cache_bytes,
                            arm=arm)
 
 

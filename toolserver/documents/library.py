@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import numpy as np
+
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.lexical import LexicalIndex
 from toolserver.documents.sources import (
@@ -43,6 +45,7 @@ from toolserver.documents.sources import (
     filename_from_path,
     open_source,
 )
+from toolserver.documents.vectors import DocumentVectors, VectorCache
 from toolserver.models import DocumentInfo
 
 log = logging.getLogger("toolserver.documents")
@@ -195,7 +198,8 @@ class ArmMount:
 class DocumentLibrary:
     def __init__(self, root: Path, *, clip: Encoder, text: Encoder, chroma_url: str | None = None,
                  page_long_side: int = 1600, page_format: str = "jpeg", jpeg_quality: int = 90,
-                 batch_pages: int = 16, max_pages: int = 10_000, arm: ArmMount | None = None):
+                 batch_pages: int = 16, max_pages: int = 10_000, arm: ArmMount | None = None,
+                 vector_cache_bytes: int = 256 * 1024 * 1024):
         self.root = root
         self.pages_dir, self.meta_dir, self.texts_dir = root / "pages", root / "meta", root / "texts"
         self.uploads_dir = root / "uploads"
@@ -212,6 +216,7 @@ class DocumentLibrary:
         self._active: dict[str, DocumentInfo] = {}  # ingestions running or queued in this process
         self._lexical: OrderedDict[tuple[str, str, int], LexicalIndex] = OrderedDict()
         self._lexical_lock = threading.Lock()
+        self._vectors = VectorCache(vector_cache_bytes)
         self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolserver-ingest")
 
     # -- what this server ranks with ----------------------------------------------------------------
@@ -481,6 +486,7 @@ class DocumentLibrary:
         with self._lexical_lock:
             for key in [k for k in self._lexical if k[0] == info.filename]:
                 del self._lexical[key]
+        self._vectors.forget(info.filename)
 
     # -- retrieval ----------------------------------------------------------------------------------
     def page_count(self, filename: str) -> int | None:
@@ -508,27 +514,31 @@ class DocumentLibrary:
             scores["lexical"] = self._lexical_index(info).scores(query)
         for role in info.embedded:
             if self.encoders[role].available and (role != "text" or info.has_text):
-                scores[role] = self._vector_scores(role, filename, query, info.pages_done)
+                scores[role] = self._vector_scores(role, info, query)
         if not scores:
             raise DocumentError(f"document {filename!r} has no text layer and no image embeddings on this server, "
                                 "so it cannot be searched; fetch its pages by index", "no_ranking")
         fused = fuse(list(scores.values()))
         return SearchResult([p for p in fused if p <= info.pages_done][:k], scores)
 
-    def _vector_scores(self, role: str, filename: str, query: str, pages: int) -> dict[int, float]:
-        """Cosine similarity of each candidate page (its best passage, for text)."""
+    def _vector_scores(self, role: str, info: DocumentInfo, query: str) -> dict[int, float]:
+        """Cosine similarity of each candidate page (its best passage, for text), exact, within the document."""
         encoder = self.encoders[role]
-        collection = self.chroma.collection(role, encoder)
+        vectors = self._vectors.get((role, info.filename, info.sha256, info.pages_done),
+                                    lambda: self._load_vectors(role, info.filename))
         embedding = encoder.encode_texts([query])
-        n = min(CANDIDATES, pages if role == "clip" else CANDIDATES)
-        found = collection.query(query_embeddings=embedding.tolist(), n_results=max(1, n),
-                                 where={"source": filename}, include=["metadatas", "distances"])
-        out: dict[int, float] = {}
-        for meta, distance in zip((found.get("metadatas") or [[]])[0], (found.get("distances") or [[]])[0],
-                                  strict=True):
-            if meta and "page" in meta:
-                out.setdefault(int(meta["page"]), 1.0 - float(distance))  # results come best first
-        return out
+        candidates = min(CANDIDATES, info.pages_done) if role == "clip" else CANDIDATES
+        return vectors.best_pages(embedding[0], max(1, candidates))
+
+    def _load_vectors(self, role: str, filename: str) -> DocumentVectors:
+        collection = self.chroma.collection(role, self.encoders[role])
+        found = collection.get(where={"source": filename}, include=["embeddings", "metadatas"])
+        rows = [(e, int(m["page"])) for e, m in zip(found["embeddings"], found["metadatas"], strict=True)
+                if m and "page" in m]
+        if not rows:
+            return DocumentVectors.of(np.zeros((0, 1), np.float32), np.zeros(0, np.int64))
+        return DocumentVectors.of(np.stack([np.asarray(e, np.float32) for e, _ in rows]),
+                                  np.array([p for _, p in rows]))
 
     def _lexical_index(self, info: DocumentInfo) -> LexicalIndex:
         key = (info.filename, info.sha256, info.pages_done)
