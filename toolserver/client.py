@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import io
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -133,9 +132,10 @@ class _Wait:
 
 # -- request building shared by both clients -----------------------------------------------------
 def _encode_pil(image: Any) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
+    """A PIL image goes up losslessly, with the fast PNG writer (the upload is decoded once, server-side)."""
+    from toolserver.imaging import encode_png  # Pillow and fpng only when the caller passes PIL images
+
+    return encode_png(image)
 
 
 def _raw_bytes(image: ImageLike) -> bytes | None:
