@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pybase64
 from PIL import Image
 
 from bench.common import PHOTOS, ROOT, Server, photo_4000x3000
@@ -54,7 +55,7 @@ def p99_ms(values: list[float]) -> float:
 
 
 def encode_inline(img: Image.Image, fmt: str = "png") -> str:
-    return base64.b64encode(encode_image(img, fmt)).decode()
+    return pybase64.b64encode_as_string(encode_image(img, fmt))  # what the server's inline delivery does
 
 
 class Caller:
@@ -107,7 +108,7 @@ def floors(photo: Image.Image, views: dict[str, Image.Image], sr) -> dict[str, C
         "default/zoom_in png": lambda: encode_inline(photo.crop(box)),
         "default/zoom_in jpeg": lambda: encode_inline(photo.crop(box), "jpeg"),
         "default/keypoint_zoom": lambda: encode_inline(upscale_to(photo.crop(kp), max(w, h, WINDOW))),
-        "default/lookback_reuse": lambda: base64.b64encode(PHOTO_BYTES).decode(),
+        "default/lookback_reuse": lambda: pybase64.b64encode_as_string(PHOTO_BYTES),
         "arm-thinker/image_zoom_in_tool": lambda: encode_inline(arm.crop(tuple(arm_box))),
         "arm-thinker-qwen3vl/image_zoom_in_tool": lambda: encode_inline(qwen3_crop_and_resize(arm, qbox_view)),
         "qwen3-vl/image_zoom_in_tool": lambda: encode_inline(qwen3_crop_and_resize(photo, qbox)),
@@ -232,14 +233,14 @@ def resident_vs_resend(server_url: str, iterations: int) -> dict:
         def resident() -> None:
             result = http.post(f"/v1/sessions/{sid}/tools/zoom_in", json=args).json()
             assert result["ok"]
-            base64.b64decode(result["images"][0]["data"])
+            pybase64.b64decode(result["images"][0]["data"])
 
         def resend() -> None:
             created = http.post("/v1/sessions", json={"images": [{"data": photo_b64}],
                                                        "output": {"format": "jpeg"}}).json()
             result = http.post(f"/v1/sessions/{created['session_id']}/tools/zoom_in", json=args).json()
             assert result["ok"]
-            base64.b64decode(result["images"][0]["data"])
+            pybase64.b64decode(result["images"][0]["data"])
             http.delete(f"/v1/sessions/{created['session_id']}")
 
         times: dict[str, list[float]] = {"resident": [], "resend": []}
@@ -266,7 +267,7 @@ def where_time_goes(caller: Caller, iterations: int) -> dict:
         t = time.perf_counter()
         result = json.loads(response.content)
         parsed = time.perf_counter()
-        base64.b64decode(result["images"][0]["data"])
+        pybase64.b64decode(result["images"][0]["data"])
         decoded = time.perf_counter()
         parts["client"].append(received - started)
         parts["server"].append(float(response.headers["x-process-time"]))

@@ -15,7 +15,6 @@ timeout is not retried (the call may have run) and raises `ToolServerTimeout`.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import pybase64
 from pydantic import BaseModel, TypeAdapter
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
@@ -162,7 +162,7 @@ def _image_input(image: ImageLike, key: str | None = None) -> ImageInput:
     raw = _raw_bytes(image)
     if raw is None:
         raise TypeError(f"not an image: {type(image).__name__}")
-    return ImageInput(data=base64.b64encode(raw).decode(), key=key)
+    return ImageInput(data=pybase64.b64encode_as_string(raw), key=key)
 
 
 def _image_payload(images: Sequence[ImageLike] | Mapping[str, ImageLike],

@@ -7,7 +7,6 @@ subclasses; tool-level failures come back as `ToolResult(ok=False)` with model-r
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pybase64
 from PIL import Image
 from pydantic import BaseModel, ValidationError
 
@@ -342,7 +342,7 @@ class Core:
                 else:
                     data, mime = self._encode(img, fmt), OUTPUT_FORMATS[fmt]
                 if delivery == "inline":
-                    delivered.append(_Delivered(mime=mime, data=base64.b64encode(data).decode("ascii")))
+                    delivered.append(_Delivered(mime=mime, data=pybase64.b64encode_as_string(data)))
                 else:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), fmt, data)
                     delivered.append(_Delivered(mime=mime, path=str(path)))

@@ -8,13 +8,19 @@ tools work on; the uploaded bytes are kept so GET returns exactly what was sent.
 
 from __future__ import annotations
 
-import base64
 import binascii
+import functools
 import io
+import itertools
+import math
+import os
 import re
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import pybase64
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from toolserver.errors import ImageRejected, TooLarge
@@ -53,7 +59,9 @@ def decode_base64(data: str, max_bytes: int) -> bytes:
     if len(payload) * 3 // 4 > max_bytes + 3:
         raise TooLarge(f"image is larger than the {max_bytes}-byte limit")
     try:
-        return base64.b64decode("".join(payload.split()), validate=True)
+        if any(c in payload for c in " \t\r\n"):  # line-wrapped base64 (MIME style) is accepted
+            payload = "".join(payload.split())
+        return pybase64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ImageRejected(f"image data is not valid base64: {exc}") from None
 
@@ -87,6 +95,68 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> DecodedImag
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ImageRejected(f"the image data is broken or truncated: {exc}") from None
     return DecodedImage(pixels=pixels, source_bytes=data, source_format=source_format)
+
+
+def _band_plan(in_h: int, out_h: int, bands: int) -> list[tuple[int, int, int, int]] | None:
+    """Output rows cut into `bands` bands whose resize with a source `box` is bit-identical to the whole resize.
+
+    Pillow computes each output row's filter from `center = box_top + (row + 0.5) * scale` with
+    `scale = box_height / out_rows` (Resample.c, precompute_coeffs). A band reproduces the whole resize's rows
+    exactly when its source edge is an integer row, its scale equals the whole scale, and every row's centre
+    comes out the same double; we check all three and return None where any fails.
+    """
+    return _band_plan_cached(in_h, out_h, bands)
+
+
+@functools.lru_cache(maxsize=256)
+def _band_plan_cached(in_h: int, out_h: int, bands: int) -> list[tuple[int, int, int, int]] | None:
+    if bands < 2 or out_h < 2 * bands:
+        return None
+    step = out_h // math.gcd(in_h, out_h)  # output rows whose source row is an integer
+    cuts = sorted({round(out_h * k / bands / step) * step for k in range(1, bands)} - {0, out_h})
+    if not cuts:
+        return None
+    edges = [0, *cuts, out_h]
+    scale = in_h / out_h
+    plan = []
+    for r0, r1 in itertools.pairwise(edges):
+        y0, y1 = r0 * in_h // out_h, r1 * in_h // out_h
+        band_scale = (y1 - y0) / (r1 - r0)
+        if band_scale != scale or any(y0 + (yy + 0.5) * band_scale != (r0 + yy + 0.5) * scale
+                                      for yy in range(r1 - r0)):
+            return None
+        plan.append((r0, r1, y0, y1))
+    return plan
+
+
+_BAND_HELPERS = max(0, (os.cpu_count() or 1) - 1)
+_band_pool: ThreadPoolExecutor | None = None
+_band_permits = threading.Semaphore(_BAND_HELPERS)
+
+
+def resize_exact(img: Image.Image, size: tuple[int, int], resample: Image.Resampling) -> Image.Image:
+    """`img.resize(size, resample)`, bit for bit, using an idle core for half of the rows when there is one.
+
+    Large upscales (Groundlight's and keypoint_zoom's LANCZOS) are the main cost of those calls; Pillow
+    releases the GIL while it resamples, so two bands run in parallel. When no helper is free (the server
+    is busy, every core has work) the resize runs whole in the calling thread, as before.
+    """
+    global _band_pool
+    plan = _band_plan(img.height, size[1], 2) if _BAND_HELPERS and size[0] * size[1] >= 250_000 else None
+    if plan is None or not _band_permits.acquire(blocking=False):
+        return img.resize(size, resample)
+    try:
+        if _band_pool is None:
+            _band_pool = ThreadPoolExecutor(max_workers=_BAND_HELPERS, thread_name_prefix="toolserver-band")
+        (r0, r1, y0, y1), (s0, s1, z0, z1) = plan
+        lower = _band_pool.submit(img.resize, (size[0], s1 - s0), resample, (0, z0, img.width, z1))
+        upper = img.resize((size[0], r1 - r0), resample, (0, y0, img.width, y1))
+        out = Image.new(img.mode, size)
+        out.paste(upper, (0, r0))
+        out.paste(lower.result(), (0, s0))
+        return out
+    finally:
+        _band_permits.release()
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

@@ -158,6 +158,7 @@ class Session:
         self.observations = 0
         self.tool_calls = 0
         self.nbytes = 0
+        self.cache_nbytes = 0  # of `nbytes`: encodings and model views, dropped first under pressure
         self.last_used = time.monotonic()
 
     # -- naming -------------------------------------------------------------------------------
@@ -388,7 +389,7 @@ class MemoryStore(SessionStore):
 
     async def keep_encoding(self, session: Session, entry: ImageEntry, fmt: str, data: bytes) -> None:
         if session.by_key.get(entry.key) is entry and self._fits(session, len(data)):  # still held, room left
-            self._add_bytes(session, len(data))
+            self._add_bytes(session, len(data), cache=True)
             entry.encoded[fmt] = data
 
     def view_lookup(self, session: Session) -> Callable[[ImageEntry, str], Image.Image | None]:
@@ -398,7 +399,7 @@ class MemoryStore(SessionStore):
         for entry, rule, image in views:
             nbytes = image_nbytes(image)
             if session.by_key.get(entry.key) is entry and rule not in entry.views and self._fits(session, nbytes):
-                self._add_bytes(session, nbytes)
+                self._add_bytes(session, nbytes, cache=True)
                 entry.views[rule] = image
 
     async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None:
@@ -413,18 +414,22 @@ class MemoryStore(SessionStore):
         return (session.nbytes + nbytes <= self.session_max_bytes
                 and self.total_bytes + nbytes <= self.total_max_bytes)
 
-    def _add_bytes(self, session: Session, nbytes: int) -> None:
+    def _add_bytes(self, session: Session, nbytes: int, *, cache: bool = False) -> None:
         session.nbytes += nbytes
         self.total_bytes += nbytes
+        if cache:
+            session.cache_nbytes += nbytes
 
     def _shed_caches(self, sessions: Sequence[Session], need: int) -> None:
         """Free at least `need` bytes of encodings and views (recomputable) from `sessions`, in order."""
         for session in sessions:
+            if session.cache_nbytes <= 0:  # most sessions hold none: no walk over their images
+                continue
             for entry in session.images:
                 if need <= 0:
                     return
                 freed = entry.drop_caches()
-                self._add_bytes(session, -freed)
+                self._add_bytes(session, -freed, cache=True)
                 need -= freed
 
     def _charge(self, session: Session, nbytes: int) -> None:

@@ -15,6 +15,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.errors import ToolFailure
+from toolserver.imaging import resize_exact
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 WINDOW = 400
@@ -37,7 +38,7 @@ def window_box(x: int, y: int, width: int, height: int, size: int = WINDOW) -> t
 def upscale_to(crop: Image.Image, long_side: int) -> Image.Image:
     w, h = crop.size
     short = max(1, round(long_side * min(w, h) / max(w, h)))
-    return crop.resize((long_side, short) if w >= h else (short, long_side), Image.Resampling.LANCZOS)
+    return resize_exact(crop, (long_side, short) if w >= h else (short, long_side), Image.Resampling.LANCZOS)
 
 
 class GroundlightZoomArgs(BaseModel):
