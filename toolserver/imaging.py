@@ -97,24 +97,34 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> DecodedImag
     return DecodedImage(pixels=pixels, source_bytes=data, source_format=source_format)
 
 
-def _band_plan(in_h: int, out_h: int, bands: int) -> list[tuple[int, int, int, int]] | None:
+def _horizontal_first(in_w: int, in_h: int, out_w: int, out_h: int) -> bool:
+    """Pillow 13's pass order (Resample.c, ImagingResampleInner): vertical first only when the height
+    shrinks by more than twice what the width does. The rounding between passes depends on it."""
+    return not (in_h - out_h > 0 and in_h - out_h > (in_w - out_w) * 2)
+
+
+def _band_plan(in_w: int, in_h: int, out_w: int, out_h: int, bands: int) -> list[tuple[int, int, int, int]] | None:
     """Output rows cut into `bands` bands whose resize with a source `box` is bit-identical to the whole resize.
 
     Pillow computes each output row's filter from `center = box_top + (row + 0.5) * scale` with
-    `scale = box_height / out_rows` (Resample.c, precompute_coeffs). A band reproduces the whole resize's rows
-    exactly when its source edge is an integer row, its scale equals the whole scale, and every row's centre
-    comes out the same double; we check all three and return None where any fails.
+    `scale = box_height / out_rows` (Resample.c, precompute_coeffs), and picks the order of its two passes
+    from the sizes. A band reproduces the whole resize's rows exactly when its source edge is an integer
+    row, its scale equals the whole scale, every row's centre comes out the same double, and its passes run
+    in the same order; we check all four and return None where any fails. (Pillow is pinned: a new release
+    is checked by tests/test_resize_exact.py.)
     """
-    return _band_plan_cached(in_h, out_h, bands)
+    return _band_plan_cached(in_w, in_h, out_w, out_h, bands)
 
 
 @functools.lru_cache(maxsize=256)
-def _band_plan_cached(in_h: int, out_h: int, bands: int) -> list[tuple[int, int, int, int]] | None:
+def _band_plan_cached(in_w: int, in_h: int, out_w: int, out_h: int,
+                      bands: int) -> list[tuple[int, int, int, int]] | None:
     if bands < 2 or out_h < 2 * bands:
         return None
+    order = _horizontal_first(in_w, in_h, out_w, out_h)
     step = out_h // math.gcd(in_h, out_h)  # output rows whose source row is an integer
     cuts = sorted({round(out_h * k / bands / step) * step for k in range(1, bands)} - {0, out_h})
-    if not cuts:
+    if len(cuts) != bands - 1:  # too few whole-row cut points for this many bands
         return None
     edges = [0, *cuts, out_h]
     scale = in_h / out_h
@@ -122,6 +132,8 @@ def _band_plan_cached(in_h: int, out_h: int, bands: int) -> list[tuple[int, int,
     for r0, r1 in itertools.pairwise(edges):
         y0, y1 = r0 * in_h // out_h, r1 * in_h // out_h
         band_scale = (y1 - y0) / (r1 - r0)
+        if _horizontal_first(in_w, in_h, out_w, r1 - r0) != order:
+            return None
         if band_scale != scale or any(y0 + (yy + 0.5) * band_scale != (r0 + yy + 0.5) * scale
                                       for yy in range(r1 - r0)):
             return None
@@ -129,34 +141,49 @@ def _band_plan_cached(in_h: int, out_h: int, bands: int) -> list[tuple[int, int,
     return plan
 
 
-_BAND_HELPERS = max(0, (os.cpu_count() or 1) - 1)
+_BAND_HELPERS = max(0, min(7, (os.cpu_count() or 1) - 1))  # threads that take bands beside the caller's
 _band_pool: ThreadPoolExecutor | None = None
+_band_pool_lock = threading.Lock()
 _band_permits = threading.Semaphore(_BAND_HELPERS)
 
 
 def resize_exact(img: Image.Image, size: tuple[int, int], resample: Image.Resampling) -> Image.Image:
-    """`img.resize(size, resample)`, bit for bit, using an idle core for half of the rows when there is one.
+    """`img.resize(size, resample)`, bit for bit, with idle cores resizing some of the rows.
 
-    Large upscales (Groundlight's and keypoint_zoom's LANCZOS) are the main cost of those calls; Pillow
-    releases the GIL while it resamples, so two bands run in parallel. When no helper is free (the server
-    is busy, every core has work) the resize runs whole in the calling thread, as before.
+    Large upscales (Groundlight's LANCZOS to 1024², keypoint_zoom's) are the main cost of those calls, and
+    Pillow releases the GIL while it resamples, so row bands run in parallel. Only helpers that are free
+    right now are used: on a busy server (every core has work) the resize runs whole in the calling thread.
     """
     global _band_pool
-    plan = _band_plan(img.height, size[1], 2) if _BAND_HELPERS and size[0] * size[1] >= 250_000 else None
-    if plan is None or not _band_permits.acquire(blocking=False):
+    if not _BAND_HELPERS or size[0] * size[1] < 250_000:
         return img.resize(size, resample)
+    helpers = 0
+    while helpers < _BAND_HELPERS and _band_permits.acquire(blocking=False):
+        helpers += 1
     try:
-        if _band_pool is None:
-            _band_pool = ThreadPoolExecutor(max_workers=_BAND_HELPERS, thread_name_prefix="toolserver-band")
-        (r0, r1, y0, y1), (s0, s1, z0, z1) = plan
-        lower = _band_pool.submit(img.resize, (size[0], s1 - s0), resample, (0, z0, img.width, z1))
-        upper = img.resize((size[0], r1 - r0), resample, (0, y0, img.width, y1))
+        plan = None
+        while helpers and plan is None:  # the most bands that split exactly, up to the free helpers + 1
+            plan = _band_plan(img.width, img.height, *size, helpers + 1)
+            if plan is None or len(plan) != helpers + 1:
+                plan = None
+                helpers -= 1
+                _band_permits.release()
+        if plan is None:
+            return img.resize(size, resample)
+        with _band_pool_lock:
+            if _band_pool is None:
+                _band_pool = ThreadPoolExecutor(max_workers=_BAND_HELPERS, thread_name_prefix="toolserver-band")
+        bands = [_band_pool.submit(img.resize, (size[0], r1 - r0), resample, (0, y0, img.width, y1))
+                 for r0, r1, y0, y1 in plan[1:]]
+        r0, r1, y0, y1 = plan[0]
         out = Image.new(img.mode, size)
-        out.paste(upper, (0, r0))
-        out.paste(lower.result(), (0, s0))
+        out.paste(img.resize((size[0], r1 - r0), resample, (0, y0, img.width, y1)), (0, 0))
+        for (r0, _, _, _), band in zip(plan[1:], bands, strict=True):
+            out.paste(band.result(), (0, r0))
         return out
     finally:
-        _band_permits.release()
+        for _ in range(helpers):
+            _band_permits.release()
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
