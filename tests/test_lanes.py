@@ -19,11 +19,12 @@ from toolserver.profiles import PROFILES
 def test_network_and_index_tools_run_in_the_heavy_lane_and_the_rest_in_the_fast_one():
     heavy = {(p.name, name) for p in PROFILES.values() for name, tool in p.tools.items() if tool.lane == "heavy"}
     names = {name for _, name in heavy}
-    assert names == {"super_resolution", "magnify", "zoom", "doc_page_retrieval_by_query",
-                     "doc_page_retrieval_by_index"}
+    assert names == {"super_resolution", "magnify", "zoom", "doc_page_retrieval_by_query"}
     assert ("mags-rl", "zoom") in heavy and ("groundlight", "zoom") not in heavy  # same name, other work
     fast = PROFILES["default"].tools
-    assert all(fast[n].lane == "fast" for n in ("zoom_in", "keypoint_zoom", "lookback_reuse"))
+    # A page by its number is a file read and a resize: pixel work, not an index query.
+    assert all(fast[n].lane == "fast" for n in ("zoom_in", "keypoint_zoom", "lookback_reuse",
+                                                 "doc_page_retrieval_by_index"))
     assert all(t.lane == "fast" for n, t in fast.items() if n.startswith("check_") or n.startswith("validate"))
 
 

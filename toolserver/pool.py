@@ -3,7 +3,7 @@
 Two lanes, so that a cheap call (a crop, a lookback, a validator) never waits behind SMFANet tiles or a
 document query in one FIFO queue:
 - `fast`: pixel tools, validators, decoding and encoding; `workers` threads at normal priority.
-- `heavy`: the tools that run a network or an index (super-resolution, document retrieval); their own
+- `heavy`: the tools that run a network or an index (super-resolution, document search by query); their own
   `heavy_workers` threads, lowered in the OS scheduler (`nice`), as are SMFANet's CPU workers.
 
 The heavy lane's threads mostly wait for SMFANet's workers, which are bounded by the core count on their

@@ -104,7 +104,6 @@ class DocPageSearch(Tool):
 
 class DocPageByIndex(Tool):
     name = "doc_page_retrieval_by_index"
-    lane = "heavy"
     description = "Return a single page image by 1-based page index for a given document."
     Args = DocIndexArgs
     raw_arguments = True
