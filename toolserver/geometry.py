@@ -12,8 +12,9 @@ from enum import StrEnum
 
 # qwen-vl-utils defaults (Qwen2/2.5-VL): factor 28, 4..16384 tokens of 28x28 pixels, aspect ratio <= 200.
 QWEN_FACTOR = 28
-QWEN_MIN_PIXELS = 4 * 28 * 28
-QWEN_MAX_PIXELS = 16384 * 28 * 28
+QWEN_MIN_TOKENS, QWEN_MAX_TOKENS = 4, 16384  # qwen-vl-utils 0.0.14: IMAGE_MIN/MAX_TOKEN_NUM
+QWEN_MIN_PIXELS = QWEN_MIN_TOKENS * 28 * 28
+QWEN_MAX_PIXELS = QWEN_MAX_TOKENS * 28 * 28
 QWEN_MAX_RATIO = 200
 
 

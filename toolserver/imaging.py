@@ -90,7 +90,7 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> DecodedImag
     try:
         img.seek(0)  # first frame of animations
         img.load()
-        img = ImageOps.exif_transpose(img)
+        ImageOps.exif_transpose(img, in_place=True)  # in place: no copy of the whole image when upright
         pixels = to_rgb(img)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ImageRejected(f"the image data is broken or truncated: {exc}") from None

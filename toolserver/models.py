@@ -10,14 +10,25 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolserver.documents.sources import FILENAME_PATTERN
-from toolserver.geometry import QWEN_FACTOR, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, Coords, ViewRule
+from toolserver.geometry import (
+    QWEN_FACTOR,
+    QWEN_MAX_PIXELS,
+    QWEN_MAX_TOKENS,
+    QWEN_MIN_PIXELS,
+    QWEN_MIN_TOKENS,
+    Coords,
+    ViewRule,
+)
 
 
 class ViewSettings(BaseModel):
     """The resize the trainer applied before the model saw an image (used by `abs_view` coordinates).
 
-    Defaults are qwen-vl-utils' (`factor` 28, 4..16384 tokens). Groundlight: `{"factor": null,
-    "max_long_side": 1024}`. MGPO: `{"prescale_max_pixels": 1003520, "prescale_min_pixels": 200704}`.
+    Defaults are qwen-vl-utils' (`factor` 28, 4..16384 tokens). A rule that gives a `factor` but no pixel
+    bounds takes qwen-vl-utils' bounds for that factor: 4·factor² and 16384·factor² (token counts times the
+    factor squared, as its `fetch_image` computes them), so `{"factor": 32}` is Qwen3-VL's rule.
+    Groundlight: `{"factor": null, "max_long_side": 1024}`. MGPO: `{"prescale_max_pixels": 1003520,
+    "prescale_min_pixels": 200704}`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -31,6 +42,11 @@ class ViewSettings(BaseModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> ViewSettings:
+        if self.factor is not None:  # bounds not given: qwen-vl-utils' token counts for this factor
+            if "min_pixels" not in self.model_fields_set:
+                self.min_pixels = QWEN_MIN_TOKENS * self.factor * self.factor
+            if "max_pixels" not in self.model_fields_set:
+                self.max_pixels = QWEN_MAX_TOKENS * self.factor * self.factor
         if self.max_pixels < self.min_pixels:
             raise ValueError("max_pixels must be >= min_pixels")
         return self
