@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -21,7 +20,7 @@ import pybase64
 from PIL import Image
 from pydantic import BaseModel, ValidationError
 
-from toolserver import jsonio
+from toolserver.arguments import read_arguments
 from toolserver.config import Settings
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
@@ -51,13 +50,22 @@ from toolserver.models import (
 from toolserver.parsers import parse
 from toolserver.pool import WorkPool
 from toolserver.profiles import Profile, get_profile
-from toolserver.session import ImageEntry, MemoryStore, Session, SessionStore, compute_view, plan_texts
+from toolserver.session import (
+    ImageEntry,
+    MemoryStore,
+    Session,
+    SessionStore,
+    compute_view,
+    observation_number,
+    plan_texts,
+)
 from toolserver.sources import input_bytes, resolve_allowed_path
 from toolserver.sr.engine import SREngine
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.validation.batch import validate_items
 
 log = logging.getLogger("toolserver")
+NO_TOOL_CALL = "no_tool_call"  # error code of an environment's reply to a text without a call
 
 
 @dataclass(frozen=True)
@@ -149,7 +157,8 @@ class Core:
         settings.coords = settings.coords or profile.coords
         settings.view = settings.view or profile.view
         ttl = min(settings.ttl_s or self.settings.default_ttl_s, self.settings.max_ttl_s)
-        decoded = await self._decode_all(request.images, raw_images)  # before the session exists: all or nothing
+        # Decoded before the session exists: all or nothing.
+        decoded = await self._decode_all(request.images, raw_images, profile.alpha)
         session = await self.store.create(settings, ttl)
         try:
             infos = await self._register_inputs(session, decoded)
@@ -175,8 +184,8 @@ class Core:
 
     async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
                          raw_images: Sequence[RawImage] = ()) -> list[ImageInfo]:
-        await self.store.get(session_id)
-        decoded = await self._decode_all(images, raw_images)
+        session = await self.store.get(session_id)
+        decoded = await self._decode_all(images, raw_images, self._profile(session).alpha)
         async with self.store.mutating(session_id) as session:  # may have expired while decoding
             return await self._register_inputs(session, decoded)
 
@@ -185,8 +194,8 @@ class Core:
             return await self._add_texts(session, texts)
 
     # -- intake -------------------------------------------------------------------------------
-    async def _decode_all(self, images: Sequence[ImageInput],
-                          raw_images: Sequence[RawImage]) -> list[tuple[DecodedImage, str | None]]:
+    async def _decode_all(self, images: Sequence[ImageInput], raw_images: Sequence[RawImage],
+                          alpha: str = "white") -> list[tuple[DecodedImage, str | None]]:
         s = self.settings
         items: list[tuple[bytes, str | None]] = [(r.data, r.key) for r in raw_images]
         for item in images:
@@ -195,7 +204,7 @@ class Core:
             raise TooLarge(f"at most {s.max_images_per_session} images per session")
         out = []
         for data, key in items:
-            decoded = await self.pool.run(_decode, data, s.max_image_bytes, s.max_image_pixels)
+            decoded = await self.pool.run(_decode, data, s.max_image_bytes, s.max_image_pixels, alpha)
             out.append((decoded, key))
         return out
 
@@ -218,7 +227,11 @@ class Core:
             entries.append(ImageEntry(key=key, index=-1, origin="input", pixels=image.pixels, view_size=view,
                                       view_error=view_error, source_bytes=image.source_bytes,
                                       source_mime=image.mime))
-        await self.store.add_images(session, entries, [image.source_bytes for image, _ in decoded])
+        # A trainer keeping ARM-Thinker's imgs_map may upload `observation_N` itself: the counter continues
+        # after the highest N present, so the next tool image is observation_{N+1} (never a duplicate key).
+        highest = max((observation_number(key) or 0 for key in keys), default=0)
+        await self.store.add_images(session, entries, [image.source_bytes for image, _ in decoded],
+                                    observations=max(0, highest - session.observations))
         return [e.info() for e in entries]
 
     async def _add_texts(self, session: Session, texts: dict[str, str] | list[str]) -> list[str]:
@@ -293,15 +306,10 @@ class Core:
         if limit is not None and session.tool_calls >= limit:
             return _failure(name, profile.limit_message.format(limit=limit), "call_limit")
         await self.store.count_call(session)
-        if isinstance(arguments, str):
-            try:
-                arguments = jsonio.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                return _failure(name, f"Error: the arguments of {name} are not valid JSON: {exc}.", "invalid_json")
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            return _failure(name, f"Error: the arguments of {name} must be a JSON object.", "invalid_arguments")
+        try:  # the way the profile's system reads arguments, at every entry point
+            arguments = read_arguments(profile.arguments, name, arguments, tool.validation_schema)
+        except ToolFailure as failure:
+            return _failure(name, failure.text, failure.code)
         args = _parse_args(tool, arguments)
         if isinstance(args, ToolResult):
             return args
@@ -447,6 +455,9 @@ class Core:
         parsed = parse(text, fmt)
         calls: list[dict[str, Any]] = []
         results: list[ToolResult] = []
+        for notice in parsed.notices:
+            calls.append({"name": None, "arguments": None, "error": notice})
+            results.append(_failure("parser", notice, NO_TOOL_CALL))
         for error in parsed.errors:
             calls.append({"name": None, "arguments": None, "error": error})
             results.append(_failure("parser", error, "parse_error"))
@@ -513,8 +524,8 @@ def _groundlight_wrap(result: ToolResult) -> ToolResult:
     return result.model_copy(update={"text": text, "error": ErrorInfo(code=result.error.code, message=text)})
 
 
-def _decode(data: bytes, max_bytes: int, max_pixels: int) -> DecodedImage:
-    return decode_image(data, max_bytes=max_bytes, max_pixels=max_pixels)
+def _decode(data: bytes, max_bytes: int, max_pixels: int, alpha: str) -> DecodedImage:
+    return decode_image(data, max_bytes=max_bytes, max_pixels=max_pixels, alpha=alpha)
 
 
 def _failure(tool: str, text: str, code: str, meta: dict | None = None) -> ToolResult:

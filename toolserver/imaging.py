@@ -66,7 +66,7 @@ def decode_base64(data: str, max_bytes: int) -> bytes:
         raise ImageRejected(f"image data is not valid base64: {exc}") from None
 
 
-def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> DecodedImage:
+def decode_image(data: bytes, *, max_bytes: int, max_pixels: int, alpha: str = "white") -> DecodedImage:
     if len(data) > max_bytes:
         raise TooLarge(f"image is {len(data)} bytes, over the {max_bytes}-byte limit")
     if not data:
@@ -91,7 +91,7 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> DecodedImag
         img.seek(0)  # first frame of animations
         img.load()
         ImageOps.exif_transpose(img, in_place=True)  # in place: no copy of the whole image when upright
-        pixels = to_rgb(img)
+        pixels = to_rgb(img, alpha)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ImageRejected(f"the image data is broken or truncated: {exc}") from None
     return DecodedImage(pixels=pixels, source_bytes=data, source_format=source_format)
@@ -186,13 +186,20 @@ def resize_exact(img: Image.Image, size: tuple[int, int], resample: Image.Resamp
             _band_permits.release()
 
 
-def to_rgb(img: Image.Image) -> Image.Image:
-    """RGB pixels; anything transparent is composited on white."""
+ALPHA_RULES = ("white", "drop")
+
+
+def to_rgb(img: Image.Image, alpha: str = "white") -> Image.Image:
+    """RGB pixels. Transparency follows the profile's reference: `white` composites anything transparent on
+    white (qwen-vl-utils does this for RGBA; we extend it to every transparent mode), `drop` is Pillow's
+    `convert("RGB")`, which discards alpha and keeps the colour underneath (MGPO's `process_image`)."""
     if img.mode in ("I;16", "I;16B", "I;16L", "I"):
         # 16/32-bit greyscale: scale to 8 bits instead of clipping.
         img = img.point(lambda v: v / 256).convert("L") if img.mode != "I" else img.convert("L")
     if img.mode == "RGB":
         return img
+    if alpha == "drop":
+        return img.convert("RGB")
     has_alpha = img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
         img.mode == "P" and "transparency" in img.info
     )

@@ -50,9 +50,11 @@ def tool_messages(call_ids: Sequence[str], results: Sequence[ToolResult],
 def observation_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
     """Tool results rendered the way each system feeds them back to the model.
 
-    hermes (ARM-Thinker, Qwen, IMAgent): a `tool` message per call, images first then text.
+    hermes (ARM-Thinker, IMAgent): a `tool` message per call, images first then text.
+    qwen-agent (Qwen3-VL): a `tool` message per call with what the tool returned (its image alone on success).
     groundlight: a `user` message; an image is introduced by `<image_name> tool_result_N </image_name>`,
-    a text result is wrapped as `<result>\n…\n</result>`.
+    a text result (tool errors included) is wrapped as `<result>\n…\n</result>`; the environment's own
+    reply to a text with neither a tool call nor an answer is sent bare, as its `env_response` does.
     mgpo, mags-rl, mini-o3: one `user` message with the text, then the images.
     """
     messages: list[dict[str, Any]] = []
@@ -61,9 +63,14 @@ def observation_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[s
         if fmt == "hermes":
             content: Any = [*images, {"type": "text", "text": result.text}] if images else result.text
             messages.append({"role": "tool", "content": content})
+        elif fmt == "qwen-agent":  # a function message holding what the tool returned: its image, or its text
+            texts = [{"type": "text", "text": result.text}] if result.text else []
+            messages.append({"role": "tool", "content": [*images, *texts] if images else result.text})
         elif fmt == "groundlight":
             if result.ok and images:
                 messages.append({"role": "user", "content": [{"type": "text", "text": result.text}, *images]})
+            elif result.error is not None and result.error.code == "no_tool_call":  # the env's own reply, bare
+                messages.append({"role": "user", "content": result.text})
             else:
                 messages.append({"role": "user", "content": f"<result>\n{result.text}\n</result>"})
         else:

@@ -209,7 +209,7 @@ class ToolCallsResponse(BaseModel):
 
 class ActRequest(BaseModel):
     text: str = Field(description="The model's raw output.")
-    format: Literal["auto", "hermes", "groundlight", "mags-rl", "mgpo", "mini-o3"] = Field(
+    format: Literal["auto", "hermes", "groundlight", "mags-rl", "mgpo", "mini-o3", "qwen-agent"] = Field(
         default="auto", description="`auto`: the session profile's own format.")
 
 

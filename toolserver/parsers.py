@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolserver import jsonio
+from toolserver.arguments import json5_loads
 
-FORMATS = ("hermes", "groundlight", "mags-rl", "mgpo", "mini-o3")
+FORMATS = ("hermes", "groundlight", "mags-rl", "mgpo", "mini-o3", "qwen-agent")
 
 _HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _GROUNDLIGHT = re.compile(r"<tool>\s*(.*?)\s*</tool>", re.DOTALL)
@@ -26,7 +27,7 @@ _GROUNDING = re.compile(r"<grounding>(.*?)</grounding>", re.DOTALL)
 @dataclass
 class ParsedCall:
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] | str  # a string: the argument JSON as written, read by the profile's rules
 
 
 @dataclass
@@ -34,6 +35,9 @@ class Parsed:
     format: str
     calls: list[ParsedCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # What the environment itself answers when the text holds no call (not a tool result: Groundlight's env
+    # sends it bare, where tool errors are wrapped in <result>).
+    notices: list[str] = field(default_factory=list)
 
 
 def _json(text: str) -> tuple[Any, str | None]:
@@ -84,7 +88,7 @@ def parse_groundlight(text: str) -> Parsed:
     match = _GROUNDLIGHT.search(text)
     if match is None:
         if "<answer>" not in text:
-            out.errors.append("Error: No tool call or answer found in your last message.")
+            out.notices.append("Error: No tool call or answer found in your last message.")
         return out
     raw = parse_groundlight_args(match.group(1))
     name = raw.get("name")
@@ -137,17 +141,19 @@ def parse_mags_rl(text: str) -> Parsed:
 
 
 def parse_mgpo(text: str) -> Parsed:
-    """MGPO: the first fenced ```json block holding a list whose first usable item has an integer `bbox_2d`
-    of 4 and a string `label`. No such block is itself an outcome: the grounding tool then returns the
+    """MGPO: the first fenced ```json block holding a list of objects whose first usable item has an integer
+    `bbox_2d` of 4 and a string `label`. No such block is itself an outcome: the grounding tool then returns the
     original image with MGPO's message."""
     out = Parsed("mgpo")
     for match in _MGPO.finditer(text):
         value, err = _json(match.group(1).strip())
+        # MGPO's truncate_at_json_bbox: the block counts only if it is a non-empty list of objects, all of
+        # them; one element of another type rejects the whole block (the next block is tried).
         if err is not None or not isinstance(value, list) or not value:
             continue
+        if not all(isinstance(item, dict) for item in value):
+            continue
         for item in value:
-            if not isinstance(item, dict):
-                break
             bbox = item.get("bbox_2d")
             if (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, int) for v in bbox)
                     and isinstance(item.get("label"), str)):
@@ -170,8 +176,59 @@ def parse_mini_o3(text: str) -> Parsed:
     return out
 
 
+def parse_qwen_agent(text: str) -> Parsed:
+    """Qwen-Agent's reading of `<tool_call>` blocks (NousFnCallPrompt.postprocess_fncall_messages, d04611b).
+
+    Only the text after the last `</think>` is read when the text thinks (none of it while a `<think>` is
+    open). Each block is read with JSON5; one that does not parse falls back to Qwen-Agent's string search
+    for `"name": "…", "` and `"arguments": …` (a block without `</tool_call>` goes there directly, and is
+    kept only if a name was found). A parsed object needs both `name` and `arguments`, whose JSON text the
+    tool then reads (toolserver.arguments). Nothing is refused here: what the model wrote reaches the tool,
+    whose checks answer in Qwen-Agent's words.
+    """
+    out = Parsed("qwen-agent")
+    if "<think>" in text:
+        if "</think>" not in text:
+            return out
+        text = text.split("</think>")[-1]
+    for segment in text.split("<tool_call>")[1:]:
+        if not segment.strip():
+            continue
+        if "</tool_call>" not in segment:
+            name, arguments = _qwen_agent_extract(segment)
+            if name:
+                out.calls.append(ParsedCall(name, arguments))
+            continue
+        block = segment.split("</tool_call>")[0].strip()
+        try:
+            call = json5_loads(block)
+        except Exception:  # the reference catches everything here and falls back to the string search
+            name, arguments = _qwen_agent_extract(block)
+            out.calls.append(ParsedCall(name, arguments))
+            continue
+        if isinstance(call, dict) and "name" in call and "arguments" in call:
+            out.calls.append(ParsedCall(str(call["name"]), json.dumps(call["arguments"], ensure_ascii=False)))
+    return out
+
+
+def _qwen_agent_extract(text: str) -> tuple[str, str]:
+    """Qwen-Agent's fallback for a tool call it cannot parse: the name between `"name": "` and the next
+    `", "`, and everything after `"arguments": ` less its last character (the closing brace)."""
+    name, arguments = "", ""
+    name_at, args_at = text.find('"name": "'), text.find('"arguments": ')
+    if name_at > 0:
+        rest = text[name_at + len('"name": "'):]
+        end = rest.find('", "')
+        if end > -1:
+            name = rest[:end]
+    if args_at > 0:
+        arguments = text[args_at + len('"arguments": '):]
+    arguments = arguments.strip()
+    return name, arguments[:-1] if len(arguments) > 2 else ""
+
+
 PARSERS = {"hermes": parse_hermes, "groundlight": parse_groundlight, "mags-rl": parse_mags_rl,
-           "mgpo": parse_mgpo, "mini-o3": parse_mini_o3}
+           "mgpo": parse_mgpo, "mini-o3": parse_mini_o3, "qwen-agent": parse_qwen_agent}
 
 
 def parse(text: str, fmt: str) -> Parsed:

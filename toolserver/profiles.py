@@ -49,9 +49,12 @@ class Profile:
     max_tool_calls: int | None = None
     limit_message: str = DEFAULT_LIMIT_MESSAGE
     call_format: str = "hermes"  # how `/act` reads this system's raw model output (toolserver.parsers)
+    alpha: str = "white"  # transparency at intake (toolserver.imaging.to_rgb): as the system's reference does
+    arguments: str = "strict"  # how tool-call arguments are read and checked (toolserver.arguments)
+    unknown_tool_template: str = "Error: unknown tool {name!r}. Available tools: {tools}."
 
     def unknown_tool_text(self, name: str) -> str:
-        return f"Error: unknown tool {name!r}. Available tools: {', '.join(self.tools)}."
+        return self.unknown_tool_template.format(name=name, tools=", ".join(self.tools))
 
     def openai_tools(self, *, strict: bool = False, coords: Coords | None = None,
                      subs: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -96,14 +99,15 @@ def _build_profiles() -> dict[str, Profile]:
         Profile("arm-thinker-qwen3vl", "ARM-Thinker's Qwen3-VL variant: image_zoom_in_tool with img_idx and label.",
                 _tools(ArmZoomQwen3(), *validators(strict=False, arm_errors=True)), limit_message=ARM_LIMIT_MESSAGE),
         Profile("qwen3-vl", "Qwen-Agent's official Qwen3-VL image_zoom_in_tool (bbox_2d, label, img_idx).",
-                _tools(Qwen3Zoom())),
+                _tools(Qwen3Zoom()), call_format="qwen-agent", arguments="qwen-agent",
+                unknown_tool_template="Tool {name} does not exists."),
         Profile("groundlight", "Groundlight r1_vlm: zoom on a keypoint, <tool> key-value calls, images <= 1024 px.",
                 _tools(GroundlightZoom()), coords=Coords.ABS_VIEW,
                 view=ViewSettings(factor=None, max_long_side=1024), call_format="groundlight"),
         Profile("mgpo", "MGPO: one grounding crop from a fenced-JSON bbox_2d in model-input pixels.",
                 _tools(MgpoGrounding()), coords=Coords.ABS_VIEW,
                 view=ViewSettings(prescale_max_pixels=1003520, prescale_min_pixels=200704),
-                max_tool_calls=1, call_format="mgpo"),
+                max_tool_calls=1, call_format="mgpo", alpha="drop"),
         Profile("imagent", "IMAgent: zoom_in and lookback_reuse by image index, at most 5 calls.",
                 _tools(ImagentZoomIn(), ImagentLookback()), max_tool_calls=5),
         Profile("mags-rl", "Mags-RL: <zoom>[[x1,y1,x2,y2],...]</zoom> magnifying glass, boxes under 40% of the image.",

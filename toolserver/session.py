@@ -24,6 +24,13 @@ from toolserver.models import ImageInfo, SessionSettings
 INPUT_PREFIX = "original_image"
 OBSERVATION_PREFIX = "observation_"
 _INPUT_KEY = re.compile(rf"{INPUT_PREFIX}_\d+")
+_OBSERVATION_KEY = re.compile(rf"{OBSERVATION_PREFIX}([1-9]\d{{0,8}})")
+
+
+def observation_number(key: str) -> int | None:
+    """N of a key `observation_N` (N from 1, no leading zeros, as the counter writes them), else None."""
+    match = _OBSERVATION_KEY.fullmatch(key)
+    return int(match.group(1)) if match else None
 
 
 class ImageEntry:

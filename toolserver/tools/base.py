@@ -8,6 +8,7 @@ out changes nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
 from toolserver.pool import LaneName
+from toolserver.schema import parameters_schema
 from toolserver.session import ImageEntry, Session, find_image
 
 if TYPE_CHECKING:
@@ -114,6 +116,11 @@ class ToolContext:
         )
 
 
+@functools.cache
+def _generated_schema(args_model: type[BaseModel]) -> dict[str, Any]:
+    return parameters_schema(args_model)
+
+
 class Tool:
     """Subclasses set `name`, `description`, `Args`, and implement `run`."""
 
@@ -126,6 +133,14 @@ class Tool:
     # Which work lane runs the tool (toolserver.pool): "heavy" for tools that run a network or an index,
     # so that cheap pixel tools and validators never queue behind them.
     lane: ClassVar[LaneName] = "fast"
+    # The JSON schema a validating system (Qwen-Agent) checks arguments against, as that system writes it;
+    # None: the schema generated from `Args`, which is what the model is shown.
+    system_schema: ClassVar[dict[str, Any] | None] = None
+
+    def validation_schema(self) -> dict[str, Any]:
+        if self.system_schema is not None:
+            return self.system_schema
+        return _generated_schema(self.Args)
 
     def run(self, ctx: ToolContext, args: Any) -> ToolOutput:  # pragma: no cover - abstract
         raise NotImplementedError

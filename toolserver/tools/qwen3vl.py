@@ -5,8 +5,10 @@ crop is resized with smart_resize(factor 32, min 256·32·32). `img_idx` indexes
 (the maintainers' answer in QwenLM/Qwen3-VL#1667), with Python indexing (-1 is the last). The tool
 returns the image alone, so the result text is empty. Failures read as the reference's do:
 `Error: Invalid input image [...]` (listing our keys where it lists paths) and
-`Tool Execution Error <exception text>`. A missing argument reads `Tool Execution Error '<name>'`
-(our choice: the reference raises before its error handling).
+`Tool Execution Error <exception text>`. Arguments are read as Qwen-Agent reads them (profile `qwen3-vl`,
+toolserver.arguments): lenient JSON, then `jsonschema.validate` against `QWEN_AGENT_PARAMETERS`, so a
+missing `label` is Qwen-Agent's ValidationError text. Used without that reader (another profile), a
+missing argument reads `Tool Execution Error '<name>'`.
 """
 
 from __future__ import annotations
@@ -30,12 +32,32 @@ class Qwen3ZoomArgs(BaseModel):
     img_idx: float = Field(description="The index of the zoomed-in image (starting from 0)")
 
 
+# The parameters Qwen-Agent declares for this tool and validates every call against, key order included
+# (jsonschema prints the schema in its error texts).
+QWEN_AGENT_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "bbox_2d": {
+            "type": "array",
+            "items": {"type": "number"},
+            "minItems": 4,
+            "maxItems": 4,
+            "description": Qwen3ZoomArgs.model_fields["bbox_2d"].description,
+        },
+        "label": {"type": "string", "description": Qwen3ZoomArgs.model_fields["label"].description},
+        "img_idx": {"type": "number", "description": Qwen3ZoomArgs.model_fields["img_idx"].description},
+    },
+    "required": ["bbox_2d", "label", "img_idx"],
+}
+
+
 class Qwen3Zoom(Tool):
     name = "image_zoom_in_tool"
     description = ("Zoom in on a specific region of an image by cropping it based on a bounding box (bbox) and an "
                    "optional object label")
     Args = Qwen3ZoomArgs
     raw_arguments = True
+    system_schema = QWEN_AGENT_PARAMETERS
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         for required in ("img_idx", "bbox_2d"):
