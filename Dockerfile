@@ -5,15 +5,15 @@
 # runtime, so the image uses an NVIDIA GPU when the container is given one (docker-compose.yml reserves it)
 # and runs on the CPU otherwise. For a smaller CPU-only image:
 #   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu -t toolserver:cpu .
-# SMFANet weights (about 2 MB each, sha256-checked) are fetched at build time unless FETCH_WEIGHTS=0; then
-# mount a directory holding them at /models/smfanet. CLIP for document pages: FETCH_CLIP=1 bakes
+# The SMFANet weights ship in the repository (models/smfanet, Apache-2.0, 4.5 MB, sha256-checked at load) and
+# are copied into the image: no download step. Mount another directory at /models/smfanet to override them.
+# CLIP for document pages: FETCH_CLIP=1 bakes
 # clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
 
 ARG PYTHON_VERSION=3.11
 FROM python:${PYTHON_VERSION}-slim-bookworm
 
 ARG TORCH_INDEX=""
-ARG FETCH_WEIGHTS=1
 ARG FETCH_CLIP=0
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -26,6 +26,7 @@ WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY toolserver ./toolserver
 COPY deploy ./deploy
+COPY models/smfanet /models/smfanet
 
 # The same steps as the README's set-up, without the dev tools: a virtual environment, torch pinned.
 RUN python -m venv /opt/toolserver \
@@ -36,8 +37,7 @@ RUN python -m venv /opt/toolserver \
  && chown -R toolserver:toolserver /data /models
 
 USER toolserver
-RUN if [ "$FETCH_WEIGHTS" = "1" ]; then toolserver weights download --dir /models/smfanet; fi \
- && if [ "$FETCH_CLIP" = "1" ]; then python -c "from sentence_transformers import SentenceTransformer as S; S('clip-ViT-B-32')"; fi
+RUN if [ "$FETCH_CLIP" = "1" ]; then python -c "from sentence_transformers import SentenceTransformer as S; S('clip-ViT-B-32')"; fi
 
 ENV TOOLSERVER_HOST=0.0.0.0 \
     TOOLSERVER_PORT=8000 \

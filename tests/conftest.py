@@ -59,13 +59,15 @@ def gradient(width: int, height: int) -> Image.Image:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64)
+    return Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64,
+                    sr_model_dir=tmp_path / "no-weights")  # the SR tests name the weights themselves
 
 
 @pytest.fixture
 def memory_settings(tmp_path: Path) -> Settings:
     """For tests of what only the in-memory store does (LRU eviction under a total budget)."""
-    return Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64)
+    return Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64,
+                    sr_model_dir=tmp_path / "no-weights")  # the SR tests name the weights themselves
 
 
 @pytest.fixture
@@ -230,7 +232,8 @@ _prefixes = iter(range(1_000_000))
 @pytest.fixture(params=["memory", "redis"])
 def settings_any_store(request, tmp_path: Path) -> Settings:
     """The service's settings with either session store: tests that take this run against both."""
-    settings = Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64)
+    settings = Settings(data_dir=tmp_path / "data", allowed_roots=[PHOTOS, tmp_path], workers=2, queue_limit=64,
+                    sr_model_dir=tmp_path / "no-weights")  # the SR tests name the weights themselves
     if request.param == "redis":
         redis = request.getfixturevalue("shared_redis")
         settings = settings.model_copy(update={"session_store": "redis", "redis_url": redis.url,

@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The official SMFANet checkpoints ship in the repository (models/smfanet, Apache-2.0; see its NOTICE).
+SHIPPED_SMFANET = Path(__file__).resolve().parents[1] / "models" / "smfanet"
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
@@ -66,8 +68,9 @@ class Settings(BaseSettings):
     tool_timeout_s: float = 60.0
     retry_after_s: int = 1
 
-    sr_model_dir: Path = Field(default=Path("models/smfanet"),
-                               description="Directory holding the SMFANet checkpoints (`toolserver weights download`).")
+    sr_model_dir: Path = Field(default=SHIPPED_SMFANET,
+                               description="Directory holding the SMFANet checkpoints (default: the official ones "
+                               "shipped in the repository's models/smfanet; `toolserver weights download` for others).")
     sr_device: str = Field(default="auto", description="`auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.")
     sr_tile: int = Field(default=512, ge=16, description="Largest input tile side fed to SMFANet at once.")
     sr_tile_pad: int = Field(default=16, ge=0, description="Context pixels read around each tile.")
