@@ -7,13 +7,15 @@ Protocol problems are HTTP errors (`{"detail", "code"}` bodies); tool-level fail
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request, Response
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import UploadFile
@@ -23,7 +25,7 @@ from toolserver import __version__, jsonio
 from toolserver.config import Settings
 from toolserver.core import Core, RawImage
 from toolserver.documents.sources import FILENAME_PATTERN
-from toolserver.errors import BadRequest, ToolServerError, Unauthorized
+from toolserver.errors import BadRequest, Forbidden, NotFound, ToolServerError, Unauthorized
 from toolserver.geometry import Coords
 from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext, internal_error_body
 from toolserver.models import (
@@ -38,15 +40,40 @@ from toolserver.models import (
     IngestPathRequest,
     SessionCreated,
     SessionInfo,
+    SessionList,
     ToolCallsRequest,
     ToolCallsResponse,
     ToolResult,
+    Trajectory,
     ValidateRequest,
     ValidateResponse,
 )
 from toolserver.profiles import PROFILES
 
-OPEN_PATHS = {"/healthz", "/readyz", "/docs", "/openapi.json", "/redoc"}
+# The inspector: a static page, its script and its style, served as they are (no build step, nothing fetched
+# from outside). The page asks for an API key itself, so these files are open; every call it makes is not.
+UI_DIR = Path(__file__).resolve().parent / "ui"
+UI_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
+
+
+# Nothing but this server's own files, scripts and images (thumbnails arrive as blob: URLs).
+_UI_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' blob: data:; object-src 'none'; "
+                                          "base-uri 'none'; frame-ancestors 'none'", "Cache-Control": "no-cache"}
+
+
+def listing_allowed(settings: Settings) -> bool:
+    """Whether `GET /v1/sessions` may answer. A session id is the only key to a session's data, so listing
+    them is on where callers must hold an API key, or where only this machine can connect (loopback)."""
+    if settings.session_list != "auto":
+        return settings.session_list == "on"
+    if settings.api_keys:
+        return True
+    try:
+        return ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        return settings.host == "localhost"
+
+OPEN_PATHS = {"/healthz", "/readyz", "/docs", "/openapi.json", "/redoc", "/ui", *(f"/ui/{f}" for f in UI_FILES)}
 
 DESCRIPTION = """
 Tools for vision-language models that think with images: zoom into a box, look back at an earlier
@@ -245,9 +272,33 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
              responses={200: {"content": {"image/png": {}, "image/jpeg": {}, "image/webp": {}}}},
              summary="An image's bytes (inputs as uploaded; tool images in the session's format)")
     async def get_image(session_id: str, key: str,
-                        format: Annotated[str | None, Query(pattern="^(png|jpeg|webp)$")] = None) -> Response:
+                        format: Annotated[str | None, Query(pattern="^(png|jpeg|webp)$")] = None,
+                        max_side: Annotated[int | None, Query(ge=1, le=4096, description=(
+                            "A JPEG thumbnail no larger than this on its long side (1-4096)"))] = None) -> Response:
+        if max_side is not None:
+            return Response(await core.thumbnail(session_id, key, max_side), media_type="image/jpeg")
         data, mime = await core.image_bytes(session_id, key, format)
         return Response(data, media_type=mime)
+
+    @app.get("/v1/sessions/{session_id}/trajectory", response_model=Trajectory, tags=["inspection"],
+             responses={200: {"content": {"application/x-ndjson": {}}}},
+             summary="The session's images and its tool calls in order (`?format=jsonl`: one call per line)")
+    async def trajectory(session_id: str,
+                         format: Annotated[str, Query(pattern="^(json|jsonl)$")] = "json") -> Response:
+        found = await core.trajectory(session_id)
+        if format == "jsonl":
+            lines = (jsonio.dump_model(call) + b"\n" for call in found.calls)
+            return StreamingResponse(lines, media_type="application/x-ndjson")
+        return _json(found)
+
+    @app.get("/v1/sessions", response_model=SessionList, tags=["inspection"],
+             summary="Live sessions, oldest first, paged (needs an API key, or a server on loopback)")
+    async def list_sessions(offset: Annotated[int, Query(ge=0)] = 0,
+                            limit: Annotated[int, Query(ge=1, le=500)] = 50) -> Response:
+        if not listing_allowed(settings):
+            raise Forbidden("listing sessions is off: it would reveal session ids to anyone who can reach this "
+                            "server. Configure API keys, or set TOOLSERVER_SESSION_LIST=on", code="listing_disabled")
+        return _json(await core.list_sessions(offset, limit))
 
     @app.post("/v1/sessions/{session_id}/texts", response_model=AddedTexts, tags=["sessions"],
               summary="Add texts (a dict names them; a list gets text_0, text_1, …)")
@@ -340,6 +391,16 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         return Response(status_code=204)
 
     # -- operations -------------------------------------------------------------------------------
+    @app.get("/ui", include_in_schema=False)
+    async def inspector() -> Response:
+        return FileResponse(UI_DIR / "index.html", media_type="text/html", headers=_UI_HEADERS)
+
+    @app.get("/ui/{name}", include_in_schema=False)
+    async def inspector_file(name: str) -> Response:
+        if name not in UI_FILES:
+            raise NotFound(f"no file {name!r} in the inspector", code="not_found")
+        return FileResponse(UI_DIR / name, media_type=UI_FILES[name], headers=_UI_HEADERS)
+
     @app.get("/healthz", tags=["operations"], summary="Liveness")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}

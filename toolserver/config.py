@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(default=20.0, ge=0, description="On SIGTERM: how long calls in flight may "
                                     "take to finish while new ones get 503.")
 
+    session_list: Literal["auto", "on", "off"] = Field(
+        default="auto", description="`GET /v1/sessions` (the inspector's list): `auto` allows it with API keys "
+        "configured or on a loopback host, since it reveals session ids.")
     mcp_enabled: bool = Field(default=True, description="Serve the MCP endpoint at /mcp.")
     mcp_idle_timeout_s: float = Field(default=1800.0, gt=0, description="Idle MCP sessions (and theirs) end.")
     mcp_allowed_hosts: list[str] = Field(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pybase64
 from PIL import Image
 from pydantic import BaseModel, ValidationError
@@ -31,6 +33,7 @@ from toolserver.messages import observation_messages, tool_messages
 from toolserver.metrics import Metrics
 from toolserver.models import (
     ActResponse,
+    CallRecord,
     CreateSessionRequest,
     DocumentInfo,
     ErrorInfo,
@@ -40,10 +43,14 @@ from toolserver.models import (
     ResultImage,
     SessionCreated,
     SessionInfo,
+    SessionList,
     SessionSettings,
+    SessionSummaryInfo,
     TextInfo,
     ToolCallsResponse,
     ToolResult,
+    Trajectory,
+    TrajectoryImage,
     ValidateItem,
     ValidateResponse,
 )
@@ -182,6 +189,30 @@ class Core:
     async def release(self, session_id: str) -> None:
         await self.store.release(session_id)
 
+    # -- inspection: what the model saw ---------------------------------------------------------
+    async def trajectory(self, session_id: str) -> Trajectory:
+        """The session's images and its call log, oldest call first."""
+        records, dropped = await self.store.call_log(session_id)
+        session = await self.store.get(session_id)
+        calls = [CallRecord(seq=dropped + i + 1, **json.loads(line)) for i, line in enumerate(records)]
+        images = [TrajectoryImage(key=e.key, index=e.index, width=e.size[0], height=e.size[1], origin=e.origin)
+                  for e in session.images]
+        return Trajectory(session_id=session.id, profile=session.settings.profile, images=images, calls=calls,
+                          dropped_calls=dropped)
+
+    async def list_sessions(self, offset: int = 0, limit: int = 50) -> SessionList:
+        rows, total = await self.store.list_sessions(offset, limit)
+        return SessionList(sessions=[SessionSummaryInfo(**vars(row)) for row in rows], total=total, offset=offset,
+                           limit=limit)
+
+    async def thumbnail(self, session_id: str, key: str, max_side: int) -> bytes:
+        """A JPEG no larger than `max_side` on its long side (a page showing fifty images stays light)."""
+        session = await self.store.get(session_id)
+        entry = session.resolve(int(key) if key.isdigit() else key)
+        if entry is None:
+            raise NotFound(f"no image {key!r} in this session; images: {session.keys}", code="unknown_image")
+        return await self.pool.run(_thumbnail, entry, max_side, self.settings.jpeg_quality)
+
     async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
                          raw_images: Sequence[RawImage] = ()) -> list[ImageInfo]:
         session = await self.store.get(session_id)
@@ -286,8 +317,10 @@ class Core:
     async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
                         *, base_url: str = "") -> ToolResult:
         async with self.store.exclusive(session_id) as session:
-            started = time.perf_counter()
+            started, started_at = time.perf_counter(), time.time()
             result = await self._call_locked(session, name, arguments, base_url)
+            await self.store.log_call(session, call_record(name, arguments, result, started_at,
+                                                           time.perf_counter() - started))
             outcome = "ok" if result.ok else "error"
             self.metrics.tool_calls.labels(result.tool, outcome).inc()
             if result.error:
@@ -524,8 +557,42 @@ def _groundlight_wrap(result: ToolResult) -> ToolResult:
     return result.model_copy(update={"text": text, "error": ErrorInfo(code=result.error.code, message=text)})
 
 
+def _thumbnail(entry: ImageEntry, max_side: int, quality: int) -> bytes:
+    image = entry.pixels
+    width, height = image.size
+    if max(width, height) > max_side:  # the aspect ratio kept, at least 1 px a side
+        scale = max_side / max(width, height)
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=3.0)
+    return encode_image(image, "jpeg", jpeg_quality=quality)
+
+
 def _decode(data: bytes, max_bytes: int, max_pixels: int, alpha: str) -> DecodedImage:
     return decode_image(data, max_bytes=max_bytes, max_pixels=max_pixels, alpha=alpha)
+
+
+MAX_RECORD_CHARS = 64_000  # one call record; longer arguments are kept as the start of their JSON
+MAX_RECORD_TEXT = 20_000
+
+
+def call_record(name: str, arguments: Any, result: ToolResult, started_at: float, seconds: float) -> str:
+    """One line of the session's call log (JSON): what the inspector and trajectory export show."""
+    record = {"tool": name, "arguments": arguments, "ok": result.ok,
+              "error_code": result.error.code if result.error else None, "text": result.text[:MAX_RECORD_TEXT],
+              "keys": [image.key for image in result.images], "meta": result.meta,
+              "started_at": round(started_at, 6), "duration_ms": round(seconds * 1000, 3)}
+    line = _record_json(record)
+    if len(line) > MAX_RECORD_CHARS:
+        record["arguments"] = {"truncated": _record_json(arguments)[:2000]}
+        line = _record_json(record)
+    return line
+
+
+def _record_json(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits, which json.loads accepts
+        return json.dumps(value, default=str, ensure_ascii=False)
 
 
 def _failure(tool: str, text: str, code: str, meta: dict | None = None) -> ToolResult:

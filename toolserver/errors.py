@@ -26,11 +26,6 @@ class ImageRejected(BadRequest):
     code = "invalid_image"
 
 
-class Forbidden(ToolServerError):
-    status = 403
-    code = "forbidden"
-
-
 class NotFound(ToolServerError):
     status = 404
     code = "not_found"
@@ -72,6 +67,11 @@ class Unavailable(ToolServerError):
 class Unauthorized(ToolServerError):
     status = 401
     code = "unauthorized"
+
+
+class Forbidden(ToolServerError):
+    status = 403
+    code = "forbidden"
 
 
 class ToolFailure(Exception):

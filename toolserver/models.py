@@ -137,6 +137,52 @@ class SessionInfo(BaseModel):
     expires_in_s: float
 
 
+class TrajectoryImage(BaseModel):
+    key: str
+    index: int
+    width: int
+    height: int
+    origin: str
+
+
+class CallRecord(BaseModel):
+    """One tool call as the session's log keeps it (the last 1,000 calls of a session)."""
+
+    seq: int = Field(description="1-based position among every call the session made (dropped ones included)")
+    tool: str
+    arguments: Any = Field(description="The arguments as received: an object, or the string the model wrote")
+    ok: bool
+    error_code: str | None
+    text: str = Field(description="What the model was shown")
+    keys: list[str] = Field(description="Images the call produced")
+    meta: dict[str, Any] = Field(description="The tool's meta: box_original and the rest of its geometry")
+    started_at: float = Field(description="Unix time the call started")
+    duration_ms: float
+
+
+class Trajectory(BaseModel):
+    session_id: str
+    profile: str
+    images: list[TrajectoryImage]
+    calls: list[CallRecord]
+    dropped_calls: int = Field(description="Older calls no longer kept (the log keeps the last 1,000)")
+
+
+class SessionSummaryInfo(BaseModel):
+    session_id: str
+    profile: str
+    images: int
+    calls: int
+    age_s: float | None
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionSummaryInfo]
+    total: int
+    offset: int
+    limit: int
+
+
 class AddImagesRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     images: list[ImageInput]

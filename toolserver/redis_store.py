@@ -44,7 +44,7 @@ from redis.retry import Retry
 from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unavailable
 from toolserver.imaging import decode_image
 from toolserver.models import SessionSettings
-from toolserver.session import ImageEntry, Session, SessionStore, image_nbytes
+from toolserver.session import CALL_LOG_LIMIT, ImageEntry, Session, SessionStore, SessionSummary, image_nbytes
 
 log = logging.getLogger("toolserver.redis")
 
@@ -52,7 +52,7 @@ TOMBSTONE_MS = 24 * 3600 * 1000
 _EXPIRED = "expired (idle longer than its ttl)"
 _EVICTED = "been evicted by the session store (Redis maxmemory)"
 
-# KEYS: meta images blobs texts textlen gone. ARGV: tombstone_ms, reason.
+# KEYS: meta images blobs texts textlen gone calls. ARGV: tombstone_ms, reason.
 # Touch: restart every key's idle timer and return the state; or why the session is gone.
 _TOUCH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -65,11 +65,12 @@ local count = tonumber(redis.call('HGET', KEYS[1], 'count') or '0')
 local ntexts = tonumber(redis.call('HGET', KEYS[1], 'ntexts') or '0')
 if redis.call('LLEN', KEYS[2]) ~= count or (count > 0 and redis.call('EXISTS', KEYS[3]) == 0)
    or (ntexts > 0 and redis.call('EXISTS', KEYS[4]) == 0) then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
   redis.call('SET', KEYS[6], ARGV[2], 'PX', tonumber(ARGV[1]))
   return {0, ARGV[2]}
 end
 for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+redis.call('PEXPIRE', KEYS[7], ttl)
 redis.call('SET', KEYS[6], 'expired (idle longer than its ttl)', 'PX', ttl + tonumber(ARGV[1]))
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[5])}
 """
@@ -110,6 +111,31 @@ local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
 return {0, held + add}
+"""
+
+# KEYS: meta calls. ARGV: max_bytes, keep, record. Appends a call record, dropping the oldest beyond `keep`;
+# a record the budget cannot hold is dropped too (the log never fails a call). Both are counted.
+_LOG_CALL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local dropped = 0
+while redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[2]) do
+  local old = redis.call('LPOP', KEYS[2])
+  redis.call('HINCRBY', KEYS[1], 'nbytes', -string.len(old))
+  dropped = dropped + 1
+end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+local size = string.len(ARGV[3])
+local kept = 0
+if held + size <= tonumber(ARGV[1]) then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+  redis.call('HINCRBY', KEYS[1], 'nbytes', size)
+  redis.call('PEXPIRE', KEYS[2], tonumber(redis.call('HGET', KEYS[1], 'ttl_ms')))
+  kept = 1
+else
+  dropped = dropped + 1
+end
+if dropped > 0 then redis.call('HINCRBY', KEYS[1], 'calls_dropped', dropped) end
+return kept
 """
 
 # KEYS: meta blobs. ARGV: max_bytes, field, value. Keeps an encoding if the budget allows.
@@ -230,13 +256,14 @@ class RedisStore(SessionStore):
         self._add_texts = self.redis.register_script(_ADD_TEXTS)
         self._keep = self.redis.register_script(_KEEP_ENCODING)
         self._count = self.redis.register_script(_COUNT_CALL)
+        self._log_call = self.redis.register_script(_LOG_CALL)
 
     # -- keys -----------------------------------------------------------------------------------
     def _key(self, session_id: str, part: str) -> str:
         return f"{self.prefix}:{{{session_id}}}:{part}"
 
     def _keys(self, session_id: str) -> list[str]:
-        return [self._key(session_id, p) for p in ("meta", "images", "blobs", "texts", "textlen", "gone")]
+        return [self._key(session_id, p) for p in ("meta", "images", "blobs", "texts", "textlen", "gone", "calls")]
 
     # -- errors ---------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -260,7 +287,8 @@ class RedisStore(SessionStore):
         session_id = secrets.token_urlsafe(24)
         ttl_ms = max(1, math.ceil(ttl_s * 1000))
         meta = {"settings": settings.model_dump_json(), "ttl_ms": ttl_ms, "observations": 0, "tool_calls": 0,
-                "nbytes": 0, "count": 0, "ntexts": 0}
+                "nbytes": 0, "count": 0, "ntexts": 0, "created_ms": int(time.time() * 1000),
+                "profile": settings.profile}
         keys = self._keys(session_id)
         with self._guard():
             async with self.redis.pipeline(transaction=True) as pipe:
@@ -410,6 +438,38 @@ class RedisStore(SessionStore):
         if calls == -1:
             raise SessionGone(f"session {session.id} has ended; create a new session")
         session.tool_calls = int(calls)
+
+    # -- the call log -------------------------------------------------------------------------------
+    async def log_call(self, session: Session, record: str) -> None:
+        with self._guard():
+            await self._log_call(keys=[self._key(session.id, "meta"), self._key(session.id, "calls")],
+                                 args=[self.session_max_bytes, CALL_LOG_LIMIT, record])
+
+    async def call_log(self, session_id: str) -> tuple[list[str], int]:
+        await self.get(session_id)  # 404 / 410, and the idle timer restarts
+        with self._guard():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(self._key(session_id, "calls"), 0, -1)
+                pipe.hget(self._key(session_id, "meta"), "calls_dropped")
+                records, dropped = await pipe.execute()
+        return [r.decode() for r in records], int(dropped or 0)
+
+    async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
+        """Every replica's sessions: a SCAN over the meta keys (bounded by the sessions Redis holds)."""
+        rows = []
+        with self._guard():
+            async for key in self.redis.scan_iter(match=f"{self.prefix}:{{*}}:meta", count=1000):
+                fields = await self.redis.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings")
+                if fields[4] is None:  # expired between the scan and the read
+                    continue
+                session_id = key.decode().split("{", 1)[1].rsplit("}", 1)[0]
+                profile = fields[1].decode() if fields[1] else SessionSettings.model_validate_json(fields[4]).profile
+                created = int(fields[0]) / 1000 if fields[0] else None
+                rows.append((created or 0.0, SessionSummary(session_id, profile, int(fields[2] or 0),
+                                                            int(fields[3] or 0),
+                                                            time.time() - created if created else None)))
+        rows.sort(key=lambda row: row[0])
+        return [summary for _, summary in rows[offset:offset + limit]], len(rows)
 
     # -- encodings ------------------------------------------------------------------------------
     async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None:

@@ -11,9 +11,10 @@ import re
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 
 from PIL import Image
 
@@ -128,6 +129,18 @@ class ImageEntry:
                          view_width=vw, view_height=vh, view_error=self.view_error, origin=self.origin)
 
 
+CALL_LOG_LIMIT = 1000  # call records a session keeps (its latest)
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    profile: str
+    images: int
+    calls: int
+    age_s: float | None
+
+
 def image_nbytes(image: Image.Image) -> int:
     return image.width * image.height * len(image.getbands())
 
@@ -167,6 +180,9 @@ class Session:
         self.nbytes = 0
         self.cache_nbytes = 0  # of `nbytes`: encodings and model views, dropped first under pressure
         self.last_used = time.monotonic()
+        self.created = time.time()
+        self.calls: deque[str] = deque()  # the call log (JSON records), in-memory store
+        self.calls_dropped = 0
 
     # -- naming -------------------------------------------------------------------------------
     def next_input_key(self, taken: set[str]) -> str:
@@ -272,6 +288,19 @@ class SessionStore(ABC):
 
     @abstractmethod
     async def cached_encoding(self, session: Session, entry: ImageEntry, fmt: str) -> bytes | None: ...
+
+    @abstractmethod
+    async def log_call(self, session: Session, record: str) -> None:
+        """Append a call record (JSON) to the session's log: the last CALL_LOG_LIMIT are kept, counted in the
+        byte budget; older ones, and one the budget cannot hold, are dropped and counted. Never fails a call."""
+
+    @abstractmethod
+    async def call_log(self, session_id: str) -> tuple[list[str], int]:
+        """The session's call records (JSON, oldest first) and how many were dropped; 404/410 as `get`."""
+
+    @abstractmethod
+    async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
+        """Live sessions, oldest first, a page of them, and how many there are."""
 
     @abstractmethod
     def view_lookup(self, session: Session) -> Callable[[ImageEntry, str], Image.Image | None]:
@@ -399,6 +428,30 @@ class MemoryStore(SessionStore):
             self._add_bytes(session, len(data), cache=True)
             entry.encoded[fmt] = data
 
+    async def log_call(self, session: Session, record: str) -> None:
+        if self._sessions.get(session.id) is not session:
+            return
+        while len(session.calls) >= CALL_LOG_LIMIT:
+            self._add_bytes(session, -len(session.calls.popleft()))
+            session.calls_dropped += 1
+        if self._fits(session, len(record)):
+            session.calls.append(record)
+            self._add_bytes(session, len(record))
+        else:
+            session.calls_dropped += 1
+
+    async def call_log(self, session_id: str) -> tuple[list[str], int]:
+        session = self._get(session_id)
+        return list(session.calls), session.calls_dropped
+
+    async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
+        now = time.monotonic()
+        live = sorted((s for s in self._sessions.values() if s.expires_in(now) > 0), key=lambda s: s.created)
+        wall = time.time()
+        page = [SessionSummary(s.id, s.settings.profile, len(s.images), s.tool_calls, wall - s.created)
+                for s in live[offset:offset + limit]]
+        return page, len(live)
+
     def view_lookup(self, session: Session) -> Callable[[ImageEntry, str], Image.Image | None]:
         return lambda entry, rule: entry.views.get(rule)
 
@@ -484,6 +537,7 @@ class MemoryStore(SessionStore):
         session.by_key.clear()
         session.texts = {}
         session.text_lengths.clear()
+        session.calls.clear()
         if reason:
             self._gone[session.id] = reason
             while len(self._gone) > self._tombstone_limit:

@@ -145,6 +145,7 @@ class SREngine:
         self.threads = max(1, threads or cores // self.cpu_workers)  # torch threads per CPU worker
         self.nice = nice  # CPU workers yield to cheap calls (toolserver.pool)
         self._checkpoints: dict[int, InstalledCheckpoint] = {}
+        self._installed: list[InstalledCheckpoint] = []  # every verified file (both x4 variants)
         self._problems: list[str] = []
         self._networks: dict[int, Any] = {}
         self._network_lock = threading.Lock()
@@ -162,16 +163,19 @@ class SREngine:
         """Re-read the model directory (after a download)."""
         chosen: dict[int, InstalledCheckpoint] = {}
         problems = []
+        installed = []
         for found in scan(self.model_dir, verify=self.verify_sha256):
             if found.problem:
                 problems.append(f"{found.known.file}: {found.problem}")
                 continue
+            installed.append(found)
             current = chosen.get(found.known.scale)
             is_plus = found.known.variant == "smfanet-plus"
             if current is None or is_plus == self.prefer_plus:
                 chosen[found.known.scale] = found
         with self._network_lock:
             self._checkpoints = dict(sorted(chosen.items()))
+            self._installed = installed
             self._problems = problems
             self._networks = {}
 
@@ -197,7 +201,9 @@ class SREngine:
         return {
             "available": self.available,
             "scales": self.scales,
-            "checkpoints": {s: c.known.file for s, c in self._checkpoints.items()},
+            "checkpoints": {s: c.known.file for s, c in self._checkpoints.items()},  # the one used per scale
+            "installed": [{"name": c.known.name, "scale": c.known.scale, "variant": c.known.variant,
+                           "file": c.known.file} for c in self._installed],
             "model_dir": str(self.model_dir),
             "device": device,
             "workers": 1 if device != "cpu" else self.cpu_workers,
