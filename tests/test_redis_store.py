@@ -191,7 +191,9 @@ def test_images_are_stored_once_encoded_and_decoded_once_per_replica(tmp_path: P
         assert isinstance(store, RedisStore)
         assert all(blobs[k].startswith(b"\x89PNG") for k in blobs if k != b"original_image")
         assert back.images[0].key == "observation_4"
-        assert (await core.session_info(sid)).bytes_held == sum(len(v) for v in blobs.values())
+        records, _ = await store.call_log(sid)  # the call log counts in the budget too
+        assert (await core.session_info(sid)).bytes_held == sum(len(v) for v in blobs.values()) + sum(
+            len(r) for r in records)
         # Decoded on arrival (or made by the tool) on this replica, so never decoded from Redis here …
         assert store.cache.misses == 0 and store.cache.hits == 4
         other = Core(redis_settings(tmp_path / "other", redis_server))
