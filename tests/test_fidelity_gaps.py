@@ -218,3 +218,19 @@ def test_qwen_profiles_composite_on_white(client):
     white = Image.new("RGB", image.size, (255, 255, 255))
     white.paste(image, mask=image.getchannel("A"))
     assert image_of(r).convert("RGB").tobytes() == white.crop((0, 0, 300, 400)).tobytes()
+
+
+@pytest.mark.parametrize("instance", [{"img_idx": 0, "bbox_2d": [1, 2, 3]}, {"label": 5}, [1, 2],
+                                      {"img_idx": "0", "label": "x", "bbox_2d": [1, 2, 3, "4"]}])
+def test_the_cached_validator_says_what_jsonschema_validate_says(instance):
+    import jsonschema
+
+    from toolserver.arguments import read_arguments
+    from toolserver.errors import ToolFailure
+    from toolserver.tools.qwen3vl import QWEN_AGENT_PARAMETERS
+
+    with pytest.raises(jsonschema.ValidationError) as direct:
+        jsonschema.validate(instance=instance, schema=QWEN_AGENT_PARAMETERS)
+    with pytest.raises(ToolFailure) as ours:
+        read_arguments("qwen-agent", ZOOM, instance, lambda: QWEN_AGENT_PARAMETERS)
+    assert ours.value.text == f"An error occurred when calling tool `{ZOOM}`:\nValidationError: {direct.value}\nTraceback:\n"

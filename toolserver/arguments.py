@@ -98,8 +98,23 @@ def _qwen_agent(tool_name: str, raw: Any, schema: dict[str, Any]) -> dict[str, A
             raise qwen_agent_error(tool_name, ValueError("Parameters must be formatted as a valid JSON!")) from None
     if raw is None:
         raw = {}
-    try:
-        jsonschema.validate(instance=raw, schema=schema)
-    except jsonschema.ValidationError as exc:
-        raise qwen_agent_error(tool_name, exc) from None
+    # What jsonschema.validate does (check the schema, raise the best-matching error), with the checked
+    # validator kept per schema: 0.03 ms a call instead of 1 ms.
+    error = jsonschema.exceptions.best_match(_validator(schema).iter_errors(raw))
+    if error is not None:
+        raise qwen_agent_error(tool_name, error)
     return raw
+
+
+_validators: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The schema's validator, checked once. Schemas are long-lived objects (a tool's constant or its cached
+    generated schema); the entry keeps the schema alive, so its id cannot be reused by another."""
+    found = _validators.get(id(schema))
+    if found is None or found[0] is not schema:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        found = _validators[id(schema)] = (schema, cls(schema))
+    return found[1]
