@@ -191,7 +191,7 @@ def test_images_are_stored_once_encoded_and_decoded_once_per_replica(tmp_path: P
         assert isinstance(store, RedisStore)
         assert all(blobs[k].startswith(b"\x89PNG") for k in blobs if k != b"original_image")
         assert back.images[0].key == "observation_4"
-        records, _ = await store.call_log(sid)  # the call log counts in the budget too
+        records, _ = await store.call_log(await store.get(sid))  # the call log counts in the budget too
         assert (await core.session_info(sid)).bytes_held == sum(len(v) for v in blobs.values()) + sum(
             len(r) for r in records)
         # Decoded on arrival (or made by the tool) on this replica, so never decoded from Redis here …

@@ -129,7 +129,7 @@ def test_the_view_counts_in_the_budget_and_is_shed_before_a_refusal(tmp_path):
             zoom = await core.call_tool(sid, "image_zoom_in_tool",
                                         {"image": "original_image", "bbox_2d": [0, 0, 300, 300]})
             held_after = (await core.session_info(sid)).bytes_held
-            records, _ = await core.store.call_log(sid)
+            records, _ = await core.store.call_log(await core.store.get(sid))
             held_after -= sum(len(r) for r in records)  # the call's log record counts too
             entry = core.store._sessions[sid].images[0]
             cached_before = list(entry.views)

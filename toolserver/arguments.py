@@ -68,7 +68,7 @@ def json5_loads(text: str) -> Any:
             value = json5.loads(text)
         except (ValueError, RecursionError):
             raise json_error from None
-        if isinstance(value, dict | list) and jsonio._too_deep(value, jsonio.MAX_DEPTH):
+        if isinstance(value, dict | list) and jsonio.too_deep(value):
             raise json_error from None
         return value
 

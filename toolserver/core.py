@@ -192,8 +192,8 @@ class Core:
     # -- inspection: what the model saw ---------------------------------------------------------
     async def trajectory(self, session_id: str) -> Trajectory:
         """The session's images and its call log, oldest call first."""
-        records, dropped = await self.store.call_log(session_id)
         session = await self.store.get(session_id)
+        records, dropped = await self.store.call_log(session)
         calls = [CallRecord(seq=dropped + i + 1, **json.loads(line)) for i, line in enumerate(records)]
         images = [TrajectoryImage(key=e.key, index=e.index, width=e.size[0], height=e.size[1], origin=e.origin)
                   for e in session.images]
@@ -208,9 +208,7 @@ class Core:
     async def thumbnail(self, session_id: str, key: str, max_side: int) -> bytes:
         """A JPEG no larger than `max_side` on its long side (a page showing fifty images stays light)."""
         session = await self.store.get(session_id)
-        entry = session.resolve(int(key) if key.isdigit() else key)
-        if entry is None:
-            raise NotFound(f"no image {key!r} in this session; images: {session.keys}", code="unknown_image")
+        entry = _image_by_ref(session, key)
         return await self.pool.run(_thumbnail, entry, max_side, self.settings.jpeg_quality)
 
     async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
@@ -277,9 +275,7 @@ class Core:
     async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]:
         """An image's bytes: inputs as uploaded, tool images in the session's output format."""
         session = await self.store.get(session_id)
-        entry = session.resolve(int(key) if key.isdigit() else key)
-        if entry is None:
-            raise NotFound(f"no image {key!r} in this session; images: {session.keys}", code="unknown_image")
+        entry = _image_by_ref(session, key)
         if fmt is None and entry.is_input:
             return await self.store.read_source(session, entry), entry.source_mime or "application/octet-stream"
         fmt = fmt or session.settings.output.format
@@ -555,6 +551,14 @@ def _groundlight_wrap(result: ToolResult) -> ToolResult:
     else:
         text = f"Error: During execution of tool '{result.tool}': {result.text}"
     return result.model_copy(update={"text": text, "error": ErrorInfo(code=result.error.code, message=text)})
+
+
+def _image_by_ref(session: Session, key: str) -> ImageEntry:
+    """An image named in a URL: its key, or its index written as digits; 404 otherwise."""
+    entry = session.resolve(int(key) if key.isdigit() else key)
+    if entry is None:
+        raise NotFound(f"no image {key!r} in this session; images: {session.keys}", code="unknown_image")
+    return entry
 
 
 def _thumbnail(entry: ImageEntry, max_side: int, quality: int) -> bytes:

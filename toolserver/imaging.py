@@ -103,6 +103,7 @@ def _horizontal_first(in_w: int, in_h: int, out_w: int, out_h: int) -> bool:
     return not (in_h - out_h > 0 and in_h - out_h > (in_w - out_w) * 2)
 
 
+@functools.lru_cache(maxsize=256)
 def _band_plan(in_w: int, in_h: int, out_w: int, out_h: int, bands: int) -> list[tuple[int, int, int, int]] | None:
     """Output rows cut into `bands` bands whose resize with a source `box` is bit-identical to the whole resize.
 
@@ -113,12 +114,6 @@ def _band_plan(in_w: int, in_h: int, out_w: int, out_h: int, bands: int) -> list
     in the same order; we check all four and return None where any fails. (Pillow is pinned: a new release
     is checked by tests/test_resize_exact.py.)
     """
-    return _band_plan_cached(in_w, in_h, out_w, out_h, bands)
-
-
-@functools.lru_cache(maxsize=256)
-def _band_plan_cached(in_w: int, in_h: int, out_w: int, out_h: int,
-                      bands: int) -> list[tuple[int, int, int, int]] | None:
     if bands < 2 or out_h < 2 * bands:
         return None
     order = _horizontal_first(in_w, in_h, out_w, out_h)

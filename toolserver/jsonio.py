@@ -29,12 +29,12 @@ def loads(raw: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise json.JSONDecodeError(f"nested deeper than {max_depth} levels", text[:64], 0) from None
-    if isinstance(value, dict | list) and _too_deep(value, max_depth):
+    if isinstance(value, dict | list) and too_deep(value, max_depth):
         raise json.JSONDecodeError(f"nested deeper than {max_depth} levels", text[:64], 0)
     return value
 
 
-def _too_deep(value: Any, max_depth: int) -> bool:
+def too_deep(value: Any, max_depth: int = MAX_DEPTH) -> bool:
     """Whether containers nest deeper than `max_depth` (iterative: the walk itself must not recurse)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:

@@ -84,7 +84,6 @@ class WorkPool:
         self.workers = workers
         self.queue_limit = max(1, queue_limit)
         self.retry_after_s = retry_after_s
-        self.heavy_nice = heavy_nice
         self.lanes: dict[str, _Lane] = {
             "fast": _Lane("fast", workers, queue_limit, nice=0),
             "heavy": _Lane("heavy", heavy_workers or workers, queue_limit, nice=heavy_nice),

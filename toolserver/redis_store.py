@@ -445,12 +445,11 @@ class RedisStore(SessionStore):
             await self._log_call(keys=[self._key(session.id, "meta"), self._key(session.id, "calls")],
                                  args=[self.session_max_bytes, CALL_LOG_LIMIT, record])
 
-    async def call_log(self, session_id: str) -> tuple[list[str], int]:
-        await self.get(session_id)  # 404 / 410, and the idle timer restarts
+    async def call_log(self, session: Session) -> tuple[list[str], int]:
         with self._guard():
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.lrange(self._key(session_id, "calls"), 0, -1)
-                pipe.hget(self._key(session_id, "meta"), "calls_dropped")
+                pipe.lrange(self._key(session.id, "calls"), 0, -1)
+                pipe.hget(self._key(session.id, "meta"), "calls_dropped")
                 records, dropped = await pipe.execute()
         return [r.decode() for r in records], int(dropped or 0)
 
@@ -458,8 +457,12 @@ class RedisStore(SessionStore):
         """Every replica's sessions: a SCAN over the meta keys (bounded by the sessions Redis holds)."""
         rows = []
         with self._guard():
-            async for key in self.redis.scan_iter(match=f"{self.prefix}:{{*}}:meta", count=1000):
-                fields = await self.redis.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings")
+            keys = [key async for key in self.redis.scan_iter(match=f"{self.prefix}:{{*}}:meta", count=1000)]
+            async with self.redis.pipeline(transaction=False) as pipe:  # one round trip, not one per session
+                for key in keys:
+                    pipe.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings")
+                replies = await pipe.execute() if keys else []
+            for key, fields in zip(keys, replies, strict=True):
                 if fields[4] is None:  # expired between the scan and the read
                     continue
                 session_id = key.decode().split("{", 1)[1].rsplit("}", 1)[0]

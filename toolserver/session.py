@@ -295,8 +295,8 @@ class SessionStore(ABC):
         byte budget; older ones, and one the budget cannot hold, are dropped and counted. Never fails a call."""
 
     @abstractmethod
-    async def call_log(self, session_id: str) -> tuple[list[str], int]:
-        """The session's call records (JSON, oldest first) and how many were dropped; 404/410 as `get`."""
+    async def call_log(self, session: Session) -> tuple[list[str], int]:
+        """The session's call records (JSON, oldest first) and how many were dropped."""
 
     @abstractmethod
     async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
@@ -440,8 +440,7 @@ class MemoryStore(SessionStore):
         else:
             session.calls_dropped += 1
 
-    async def call_log(self, session_id: str) -> tuple[list[str], int]:
-        session = self._get(session_id)
+    async def call_log(self, session: Session) -> tuple[list[str], int]:
         return list(session.calls), session.calls_dropped
 
     async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
