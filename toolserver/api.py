@@ -17,7 +17,7 @@ from fastapi import Body, FastAPI, Query, Request, Response
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.routing import Route
 
@@ -37,6 +37,7 @@ from toolserver.models import (
     AddTextsRequest,
     CreateSessionRequest,
     DocumentInfo,
+    ImageInput,
     IngestPathRequest,
     SessionCreated,
     SessionInfo,
@@ -116,20 +117,30 @@ def _json(model: BaseModel, status_code: int = 200) -> Response:
     return Response(jsonio.dump_model(model), status_code=status_code, media_type="application/json")
 
 
+class _VideoSampling(BaseModel):
+    """The multipart fields that say how video files among the uploads are sampled."""
+
+    model_config = ConfigDict(extra="ignore")
+    frames_per_second: float | None = ImageInput.model_fields["frames_per_second"]
+    max_frames: int | None = ImageInput.model_fields["max_frames"]
+
+
 async def _form_images(request: Request) -> tuple[list[RawImage], dict[str, str]]:
-    """multipart: image files under `files` (or `file`), other fields as strings."""
+    """multipart: image or video files under `files` (or `file`), other fields as strings; a video is sampled
+    as the `frames_per_second` and `max_frames` fields say."""
     form = await request.form(max_files=10_000, max_fields=1_000, max_part_size=16 * 1024 * 1024)
-    images, fields = [], {}
+    files, fields = [], {}
     for name, value in form.multi_items():
         if isinstance(value, UploadFile):
             if name not in ("files", "file"):
-                raise BadRequest(f"unexpected file field {name!r}; send images as 'files'")
-            images.append(RawImage(await value.read()))
+                raise BadRequest(f"unexpected file field {name!r}; send images and videos as 'files'")
+            files.append(await value.read())
         elif name in ("files", "file"):
             raise BadRequest(f"the multipart field {name!r} must be a file upload (with a filename)")
         else:
             fields[name] = value
-    return images, fields
+    sampling = _validate(_VideoSampling, {k: v for k, v in fields.items() if k in _VideoSampling.model_fields})
+    return [RawImage(data, None, sampling.frames_per_second, sampling.max_frames) for data in files], fields
 
 
 def _is_multipart(request: Request) -> bool:
@@ -163,8 +174,13 @@ def _multipart_or_json(schema_ref: str) -> dict[str, Any]:
     return {"requestBody": {"content": {
         "application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}},
         "multipart/form-data": {"schema": {"type": "object", "properties": {
-            "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+            "files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                      "description": "Images, and videos (MP4/MOV, WebM, MKV) taken in as frames."},
             "settings": {"type": "string", "description": "Session settings as JSON (create only)."},
+            "frames_per_second": {"type": "number", "exclusiveMinimum": 0, "maximum": 120,
+                                  "description": "Videos: frames taken per second (default 2)."},
+            "max_frames": {"type": "integer", "minimum": 1,
+                           "description": "Videos: the most frames to take (default 32)."},
         }}},
     }, "required": False}}
 
@@ -258,15 +274,15 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
 
     @app.post("/v1/sessions/{session_id}/images", response_model=AddedImages, tags=["sessions"],
               openapi_extra=_multipart_or_json("AddImagesRequest"),
-              summary="Add images: multipart upload, base64 / data URI, allowed server path or URL")
+              summary="Add images or a video's frames: multipart upload, base64 / data URI, allowed server path or URL")
     async def add_images(session_id: str, request: Request) -> Response:
         if _is_multipart(request):
             raw, _ = await _form_images(request)
-            infos = await core.add_images(session_id, raw_images=raw)
+            added = await core.add_images(session_id, raw_images=raw)
         else:
             body = _validate(AddImagesRequest, await _json_body(request))
-            infos = await core.add_images(session_id, body.images)
-        return _json(AddedImages(images=infos))
+            added = await core.add_images(session_id, body.images)
+        return _json(added)
 
     @app.get("/v1/sessions/{session_id}/images/{key}", tags=["sessions"],
              responses={200: {"content": {"image/png": {}, "image/jpeg": {}, "image/webp": {}}}},

@@ -13,6 +13,9 @@ reader, so one profile answers the same way whichever door a call comes through.
   the exception's type and text (jsonschema's own message, so the same library writes it) and `Traceback:`
   with the frames. Deviation: we end the text at `Traceback:`; the frames would name files of the
   reference's installation, which say nothing to the model and differ from one machine to another.
+- `python` — DeepEyes and verl-tool's Pixel-Reasoner index whatever `json.loads` gave them, so any JSON value
+  (a list, a number, null) reaches the tool as it is, and the tool's own lookups fail with Python's words.
+  An argument string (OpenAI `tool_calls`) is still read as JSON first, as `strict` does.
 """
 
 from __future__ import annotations
@@ -27,16 +30,17 @@ import jsonschema
 from toolserver import jsonio
 from toolserver.errors import ToolFailure
 
-ARGUMENT_STYLES = ("strict", "qwen-agent")
+ARGUMENT_STYLES = ("strict", "qwen-agent", "python")
 JSON5_MAX_CHARS = 1_000_000  # json5 is pure Python: a fallback for model-written arguments, not megabytes
 
 
-def read_arguments(style: str, tool_name: str, raw: Any, schema: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The arguments as a dict, or ToolFailure with the text the system would show the model.
-
-    `schema` gives the tool's JSON schema, for the styles that validate against it."""
+def read_arguments(style: str, tool_name: str, raw: Any, schema: Callable[[], dict[str, Any]]) -> Any:
+    """The arguments as a dict (any JSON value for `python`), or ToolFailure with the text the system would
+    show the model. `schema` gives the tool's JSON schema, for the styles that validate against it."""
     if style == "qwen-agent":
         return _qwen_agent(tool_name, raw, schema())
+    if style == "python" and not isinstance(raw, str):
+        return raw
     return _strict(tool_name, raw)
 
 

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     max_image_bytes: int = 64 * MiB
     max_image_pixels: int = 120_000_000
     max_images_per_session: int = 512
+    max_video_seconds: float = Field(default=600.0, gt=0, description="Longest video taken in as frames (413 beyond).")
+    max_video_frames: int = Field(default=256, ge=1, description="Most frames one video may give.")
     max_texts_per_session: int = 4096
     max_text_chars: int = 2_000_000
     max_validate_items: int = Field(default=20_000, description="Checks in one /v1/validate request.")

@@ -28,11 +28,12 @@ from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.documents.sources import DocumentError, check_filename, filename_from_path
 from toolserver.errors import BadRequest, Conflict, NotFound, TooLarge, ToolFailure, ToolServerError
-from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image
-from toolserver.messages import observation_messages, tool_messages
+from toolserver.imaging import OUTPUT_FORMATS, DecodedImage, decode_image, encode_image, encode_png
+from toolserver.messages import TURNS, TurnRule, observation_messages, observation_prompt, tool_messages
 from toolserver.metrics import Metrics
 from toolserver.models import (
     ActResponse,
+    AddedImages,
     CallRecord,
     CreateSessionRequest,
     DocumentInfo,
@@ -53,6 +54,7 @@ from toolserver.models import (
     TrajectoryImage,
     ValidateItem,
     ValidateResponse,
+    VideoInfo,
 )
 from toolserver.parsers import parse
 from toolserver.pool import WorkPool
@@ -70,6 +72,7 @@ from toolserver.sources import input_bytes, resolve_allowed_path
 from toolserver.sr.engine import SREngine
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.validation.batch import validate_items
+from toolserver.video import DecodedVideo, VideoLimits, decode_video, looks_like_video
 
 log = logging.getLogger("toolserver")
 NO_TOOL_CALL = "no_tool_call"  # error code of an environment's reply to a text without a call
@@ -77,10 +80,29 @@ NO_TOOL_CALL = "no_tool_call"  # error code of an environment's reply to a text 
 
 @dataclass(frozen=True)
 class RawImage:
-    """Bytes that arrived as they are (multipart upload), with an optional key."""
+    """Bytes that arrived as they are (multipart upload), with an optional key and, for a video, its sampling."""
 
     data: bytes
     key: str | None = None
+    frames_per_second: float | None = None
+    max_frames: int | None = None
+
+
+@dataclass
+class _Intake:
+    """Decoded inputs in order (a video's frames in its place), and where each video's frames are."""
+
+    images: list[tuple[DecodedImage, str | None]]
+    videos: list[tuple[DecodedVideo, int]]  # the video and the position of its first frame in `images`
+
+    def video_infos(self, infos: list[ImageInfo]) -> list[VideoInfo]:
+        out = []
+        for video, start in self.videos:
+            keys = [info.key for info in infos[start:start + len(video.frames)]]
+            out.append(VideoInfo(keys=keys, timestamps_s=video.timestamps, duration_s=round(video.duration_s, 6),
+                                 source_fps=video.source_fps, width=video.width, height=video.height,
+                                 container=video.container, codec=video.codec))
+        return out
 
 
 @dataclass(frozen=True)
@@ -165,10 +187,10 @@ class Core:
         settings.view = settings.view or profile.view
         ttl = min(settings.ttl_s or self.settings.default_ttl_s, self.settings.max_ttl_s)
         # Decoded before the session exists: all or nothing.
-        decoded = await self._decode_all(request.images, raw_images, profile.alpha)
+        intake = await self._decode_all(request.images, raw_images, profile.alpha)
         session = await self.store.create(settings, ttl)
         try:
-            infos = await self._register_inputs(session, decoded)
+            infos = await self._register_inputs(session, intake.images)
             texts = await self._add_texts(session, request.texts)
         except BaseException:
             with contextlib.suppress(ToolServerError):
@@ -176,7 +198,7 @@ class Core:
             raise
         self.metrics.sessions_created.inc()
         return SessionCreated(session_id=session.id, profile=profile.name, images=infos, texts=texts,
-                              expires_in_s=ttl)
+                              expires_in_s=ttl, videos=intake.video_infos(infos))
 
     async def session_info(self, session_id: str) -> SessionInfo:
         session = await self.store.get(session_id)
@@ -212,11 +234,12 @@ class Core:
         return await self.pool.run(_thumbnail, entry, max_side, self.settings.jpeg_quality)
 
     async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
-                         raw_images: Sequence[RawImage] = ()) -> list[ImageInfo]:
+                         raw_images: Sequence[RawImage] = ()) -> AddedImages:
         session = await self.store.get(session_id)
-        decoded = await self._decode_all(images, raw_images, self._profile(session).alpha)
+        intake = await self._decode_all(images, raw_images, self._profile(session).alpha)
         async with self.store.mutating(session_id) as session:  # may have expired while decoding
-            return await self._register_inputs(session, decoded)
+            infos = await self._register_inputs(session, intake.images)
+        return AddedImages(images=infos, videos=intake.video_infos(infos))
 
     async def add_texts(self, session_id: str, texts: dict[str, str] | list[str]) -> list[str]:
         async with self.store.mutating(session_id) as session:
@@ -224,18 +247,40 @@ class Core:
 
     # -- intake -------------------------------------------------------------------------------
     async def _decode_all(self, images: Sequence[ImageInput], raw_images: Sequence[RawImage],
-                          alpha: str = "white") -> list[tuple[DecodedImage, str | None]]:
+                          alpha: str = "white") -> _Intake:
+        """Every input decoded before anything is registered (all or nothing); videos become their frames."""
         s = self.settings
-        items: list[tuple[bytes, str | None]] = [(r.data, r.key) for r in raw_images]
+        items = list(raw_images)
         for item in images:
-            items.append((await input_bytes(item, s), item.key))
+            items.append(RawImage(await input_bytes(item, s), item.key, item.frames_per_second, item.max_frames))
         if len(items) > s.max_images_per_session:
             raise TooLarge(f"at most {s.max_images_per_session} images per session")
-        out = []
-        for data, key in items:
-            decoded = await self.pool.run(_decode, data, s.max_image_bytes, s.max_image_pixels, alpha)
-            out.append((decoded, key))
-        return out
+        intake = _Intake([], [])
+        for item in items:
+            if looks_like_video(item.data):
+                video, frames = await self.pool.run(self._decode_video, item, lane="heavy")
+                intake.videos.append((video, len(intake.images)))
+                for n, frame in enumerate(frames, start=1):
+                    intake.images.append((frame, f"{item.key}_frame_{n}" if item.key else None))
+                if len(intake.images) > s.max_images_per_session:
+                    raise TooLarge(f"at most {s.max_images_per_session} images per session (a video's frames "
+                                   "count as images)")
+                continue
+            decoded = await self.pool.run(_decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha)
+            intake.images.append((decoded, item.key))
+        return intake
+
+    def _decode_video(self, item: RawImage) -> tuple[DecodedVideo, list[DecodedImage]]:
+        """Sampled frames, each kept as a lossless PNG too (what GET returns, and what Redis stores)."""
+        s = self.settings
+        if len(item.data) > s.max_image_bytes:
+            raise TooLarge(f"the video is {len(item.data)} bytes, over the {s.max_image_bytes}-byte upload limit")
+        limits = VideoLimits(max_seconds=s.max_video_seconds, max_frames=s.max_video_frames,
+                             max_pixels=s.max_image_pixels, max_decoded_bytes=s.session_max_bytes)
+        video = decode_video(item.data, limits, fps=item.frames_per_second, max_frames=item.max_frames)
+        frames = [DecodedImage(pixels=frame, source_bytes=encode_png(frame, encoder=s.png_encoder),
+                               source_format="PNG") for frame in video.frames]
+        return video, frames
 
     async def _register_inputs(self, session: Session,
                                decoded: list[tuple[DecodedImage, str | None]]) -> list[ImageInfo]:
@@ -326,7 +371,7 @@ class Core:
 
     async def _call_locked(self, session: Session, name: str, arguments: Any, base_url: str) -> ToolResult:
         profile = self._profile(session)
-        tool = profile.tools.get(name)
+        tool = profile.tool(name)
         if tool is None:
             return _failure(name, profile.unknown_tool_text(name), "unknown_tool")
         limit = session.settings.max_tool_calls
@@ -482,21 +527,32 @@ class Core:
         session = await self.store.get(session_id)
         fmt = self._profile(session).call_format if fmt == "auto" else fmt
         parsed = parse(text, fmt)
+        turn = TURNS.get(fmt, TurnRule())
         calls: list[dict[str, Any]] = []
         results: list[ToolResult] = []
-        for notice in parsed.notices:
-            calls.append({"name": None, "arguments": None, "error": notice})
-            results.append(_failure("parser", notice, NO_TOOL_CALL))
-        for error in parsed.errors:
-            calls.append({"name": None, "arguments": None, "error": error})
-            results.append(_failure("parser", error, "parse_error"))
+
+        def add_parser_results() -> None:
+            for notice in parsed.notices:
+                calls.append({"name": None, "arguments": None, "error": notice})
+                results.append(_failure("parser", notice, NO_TOOL_CALL))
+            for error in parsed.errors:
+                calls.append({"name": None, "arguments": None, "error": error})
+                results.append(_failure("parser", error, "parse_error"))
+
+        if not turn.errors_last:
+            add_parser_results()
         for call in parsed.calls:
             calls.append({"name": call.name, "arguments": call.arguments, "error": None})
             results.append(await self.call_tool(session_id, call.name, call.arguments, base_url=base_url))
+            if turn.stop_at_failure and not results[-1].ok:
+                break
+        if turn.errors_last and all(r.ok for r in results):  # a broken call is reached after those before it
+            add_parser_results()
         if fmt == "groundlight":
             results = [_groundlight_wrap(r) for r in results]
-        return ActResponse(format=fmt, calls=calls, results=results,
-                           observation=observation_messages(fmt, results))
+        done = parsed.done if parsed.done is not None else not (parsed.calls or parsed.errors or parsed.notices)
+        return ActResponse(format=fmt, calls=calls, results=results, done=done,
+                           observation=observation_messages(fmt, results), prompt=observation_prompt(fmt, results))
 
 
 @contextlib.contextmanager

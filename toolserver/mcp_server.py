@@ -40,13 +40,17 @@ LOAD_IMAGE = "load_image"
 
 
 class LoadImageArgs(BaseModel):
-    """Load an image into this session and get back the key that tools use to refer to it."""
+    """Load an image into this session and get back the key that tools use to refer to it. A video (MP4, WebM,
+    MKV) becomes its sampled frames, each an image with its own key."""
 
     model_config = ConfigDict(extra="forbid")
-    data: str | None = Field(default=None, description="The image as base64 or a `data:image/...` URI.")
+    data: str | None = Field(default=None, description="The image or video as base64 or a `data:` URI.")
     path: str | None = Field(default=None, description="A file on the server, under an allowed root.")
     key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]{1,128}$",
                             description="The key to store it under; default: the profile's next key.")
+    frames_per_second: float | None = Field(default=None, gt=0, le=120,
+                                            description="Videos: frames taken per second (default 2).")
+    max_frames: int | None = Field(default=None, ge=1, description="Videos: the most frames to take (default 32).")
 
 
 def _load_image_tool() -> types.Tool:
@@ -183,9 +187,18 @@ class McpEndpoint:
     async def _load_image(self, session_id: str, arguments: dict[str, Any]) -> types.CallToolResult:
         try:
             args = LoadImageArgs.model_validate(arguments)
-            image = ImageInput(data=args.data, path=args.path, key=args.key)
+            image = ImageInput(data=args.data, path=args.path, key=args.key, frames_per_second=args.frames_per_second,
+                               max_frames=args.max_frames)
         except ValidationError as exc:
             return _error(format_validation_error(LOAD_IMAGE, exc))
-        (info,) = await self.core.add_images(session_id, [image])
-        return types.CallToolResult(content=[types.TextContent(
-            type="text", text=f"Loaded image `{info.key}` (index {info.index}, {info.width}x{info.height} pixels).")])
+        added = await self.core.add_images(session_id, [image])
+        if added.videos:
+            video, first, last = added.videos[0], added.images[0], added.images[-1]
+            times = ", ".join(f"{t:g}" for t in video.timestamps_s)
+            text = (f"Loaded a {video.duration_s:g}-second video as {len(added.images)} frames, `{first.key}` to "
+                    f"`{last.key}` (indices {first.index} to {last.index}, {first.width}x{first.height} pixels), "
+                    f"taken at {times} s.")
+        else:
+            info = added.images[0]
+            text = f"Loaded image `{info.key}` (index {info.index}, {info.width}x{info.height} pixels)."
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])

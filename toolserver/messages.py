@@ -9,9 +9,32 @@ text-only and one `role:"user"` message follows with every image, each introduce
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from toolserver.models import ResultImage, ToolResult
+
+IMAGE_TOKEN = "<image>"
+# DeepEyes' PROMPT.TURN_PROMPT_V5 (6c5e796), appended after a turn's tool responses. The reference builds the
+# tool-call text too but does not put it in: this prompt has no placeholder (the one that had is commented out).
+DEEPEYES_TURN_PROMPT = (
+    "\nThink in the mind first, and then decide whether to call tools one or more times OR provide final answer. "
+    "Format strictly as: <think>...</think> <tool_call>...</tool_call> <tool_call>...</tool_call> (if any tools "
+    "needed) OR <answer>...</answer> (if no tools needed)."
+)
+DEEPEYES_TOOL_RESPONSE = "<tool_response>\n" + IMAGE_TOKEN + "\n</tool_response>\n"
+QWEN_USER_TURN = ("<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
+
+
+@dataclass(frozen=True)
+class TurnRule:
+    """How a system runs the calls of one model turn, where it differs from running each call in order."""
+
+    stop_at_failure: bool = False  # a failed call ends the turn; the calls after it do not run
+    errors_last: bool = False  # a broken call is reached only after the calls before it ran (and succeeded)
+
+
+TURNS = {"deepeyes": TurnRule(stop_at_failure=True, errors_last=True)}
 
 
 def image_url(image: ResultImage) -> str:
@@ -56,7 +79,12 @@ def observation_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[s
     a text result (tool errors included) is wrapped as `<result>\n…\n</result>`; the environment's own
     reply to a text with neither a tool call nor an answer is sent bare, as its `env_response` does.
     mgpo, mags-rl, mini-o3: one `user` message with the text, then the images.
+    deepeyes: one `user` message per turn: `<tool_response>` around each image, then the turn prompt; when a
+    call of the turn failed, only its `Error: …` text (the images of the calls before it are not shown).
+    pixel-reasoner: a `user` message with the tool server's text, each `<image>` in it replaced by the image.
     """
+    if fmt in ("deepeyes", "pixel-reasoner"):
+        return _raw_text_messages(fmt, results)
     messages: list[dict[str, Any]] = []
     for result in results:
         images = [image_part(img) for img in result.images]
@@ -77,3 +105,42 @@ def observation_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[s
             content = [{"type": "text", "text": result.text}, *images] if images else result.text
             messages.append({"role": "user", "content": content})
     return messages
+
+
+def _deepeyes_text(results: Sequence[ToolResult]) -> str | None:
+    if not results:
+        return None
+    if not results[-1].ok:
+        return results[-1].text
+    return DEEPEYES_TOOL_RESPONSE * sum(len(r.images) for r in results) + DEEPEYES_TURN_PROMPT
+
+
+def observation_prompt(fmt: str, results: Sequence[ToolResult]) -> str | None:
+    """The observation as raw text, for the systems that append text to the token stream (else None).
+
+    DeepEyes appends its user turn in Qwen's chat markup (empty when the episode ended); Pixel-Reasoner's tool
+    server answers with the text alone (verl-tool's agent loop wraps it in the chat template it is set up with).
+    """
+    if fmt == "deepeyes":
+        text = _deepeyes_text(results)
+        return "" if text is None else QWEN_USER_TURN[0] + text + QWEN_USER_TURN[1]
+    if fmt == "pixel-reasoner":
+        return results[0].text if results else ""
+    return None
+
+
+def _raw_text_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
+    text = _deepeyes_text(results) if fmt == "deepeyes" else (results[0].text if results else None)
+    if text is None:
+        return []
+    images = [image_part(img) for r in results for img in r.images]
+    pieces = text.split(IMAGE_TOKEN)
+    if len(pieces) - 1 != len(images):  # no placeholders to fill (an error text): the text as it is
+        return [{"role": "user", "content": text}]
+    content: list[dict[str, Any]] = []
+    for i, piece in enumerate(pieces):
+        if piece:
+            content.append({"type": "text", "text": piece})
+        if i < len(images):
+            content.append(images[i])
+    return [{"role": "user", "content": content}]

@@ -66,7 +66,13 @@ class OutputSettings(BaseModel):
 
 
 class ImageInput(BaseModel):
-    """One image: exactly one of `data` (base64 or data: URI), `path` (under an allowed root) or `url`."""
+    """One image, or a video whose sampled frames become images: exactly one of `data` (base64 or data:
+    URI), `path` (under an allowed root) or `url`.
+
+    A video (MP4/MOV, WebM, MKV) is sampled at `frames_per_second` (default 2) and at most `max_frames`
+    frames (default 32; evenly spread when the rate would give more); `max_frames` alone takes that many
+    frames evenly spread. Its frames are keyed `<key>_frame_1`, `<key>_frame_2`, … when `key` is given.
+    The two sampling fields are ignored for images."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -74,6 +80,8 @@ class ImageInput(BaseModel):
     path: str | None = None
     url: str | None = None
     key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]{1,128}$")
+    frames_per_second: float | None = Field(default=None, gt=0, le=120, description="Videos: frames taken per second.")
+    max_frames: int | None = Field(default=None, ge=1, description="Videos: the most frames to take.")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ImageInput:
@@ -119,12 +127,26 @@ class TextInfo(BaseModel):
     length: int
 
 
+class VideoInfo(BaseModel):
+    """A video taken in as frames: which images it became, and when each frame was on screen."""
+
+    keys: list[str] = Field(description="The frames' image keys, in time order.")
+    timestamps_s: list[float] = Field(description="Each frame's own timestamp in the video, seconds.")
+    duration_s: float
+    source_fps: float | None = Field(description="The video's average frame rate, when it declares one.")
+    width: int
+    height: int
+    container: str = Field(description="`mp4` (MP4, MOV) or `matroska` (WebM, MKV).")
+    codec: str
+
+
 class SessionCreated(BaseModel):
     session_id: str
     profile: str
     images: list[ImageInfo]
     texts: list[str]
     expires_in_s: float
+    videos: list[VideoInfo] = Field(default_factory=list, description="Videos among the inputs, as frames.")
 
 
 class SessionInfo(BaseModel):
@@ -190,6 +212,7 @@ class AddImagesRequest(BaseModel):
 
 class AddedImages(BaseModel):
     images: list[ImageInfo]
+    videos: list[VideoInfo] = Field(default_factory=list, description="Videos among the inputs, as frames.")
 
 
 class AddTextsRequest(BaseModel):
@@ -255,8 +278,8 @@ class ToolCallsResponse(BaseModel):
 
 class ActRequest(BaseModel):
     text: str = Field(description="The model's raw output.")
-    format: Literal["auto", "hermes", "groundlight", "mags-rl", "mgpo", "mini-o3", "qwen-agent"] = Field(
-        default="auto", description="`auto`: the session profile's own format.")
+    format: Literal["auto", "hermes", "groundlight", "mags-rl", "mgpo", "mini-o3", "qwen-agent", "deepeyes",
+                    "pixel-reasoner"] = Field(default="auto", description="`auto`: the session profile's own format.")
 
 
 class ActResponse(BaseModel):
@@ -265,6 +288,11 @@ class ActResponse(BaseModel):
     results: list[ToolResult]
     observation: list[dict[str, Any]] = Field(
         description="The messages to append, rendered the way the profile's system renders tool output.")
+    done: bool = Field(default=False, description=(
+        "The environment ends the episode here: the text held no tool call (DeepEyes: or a non-empty answer)."))
+    prompt: str | None = Field(default=None, description=(
+        "Systems that append raw text to the token stream (DeepEyes, Pixel-Reasoner): the observation exactly as "
+        "they append it, `<image>` standing for each image of `results`, in order."))
 
 
 # -- batch validation (/v1/validate) -------------------------------------------------------------

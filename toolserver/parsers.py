@@ -15,13 +15,17 @@ from typing import Any
 from toolserver import jsonio
 from toolserver.arguments import json5_loads
 
-FORMATS = ("hermes", "groundlight", "mags-rl", "mgpo", "mini-o3", "qwen-agent")
+FORMATS = ("hermes", "groundlight", "mags-rl", "mgpo", "mini-o3", "qwen-agent", "deepeyes", "pixel-reasoner")
+DEEPEYES_MAX_CALLS = 3  # VisualToolBoxV5.max_action_per_turn: later calls of a turn are ignored
+# verl-tool's PixelReasonerTool.valid_mcp_func_names: any other name is not an action at all.
+PIXEL_REASONER_ACTIONS = ("zoom_in", "crop_image_normalized", "select_frames", "crop_image")
 
 _HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _GROUNDLIGHT = re.compile(r"<tool>\s*(.*?)\s*</tool>", re.DOTALL)
 _ZOOM = re.compile(r"<zoom>(.*?)</zoom>", re.DOTALL)
 _MGPO = re.compile(r"```json\n([\s\S]*?)\n```")
 _GROUNDING = re.compile(r"<grounding>(.*?)</grounding>", re.DOTALL)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
 @dataclass
@@ -38,6 +42,8 @@ class Parsed:
     # What the environment itself answers when the text holds no call (not a tool result: Groundlight's env
     # sends it bare, where tool errors are wrapped in <result>).
     notices: list[str] = field(default_factory=list)
+    # The environment ends the episode after this text (None: decided by the core's general rule).
+    done: bool | None = None
 
 
 def _json(text: str) -> tuple[Any, str | None]:
@@ -227,8 +233,65 @@ def _qwen_agent_extract(text: str) -> tuple[str, str]:
     return name, arguments[:-1] if len(arguments) > 2 else ""
 
 
+def parse_deepeyes(text: str) -> Parsed:
+    """DeepEyes' VisualToolBoxV5.execute (6c5e796): a non-empty last `<answer>` ends the episode before any call
+    is read; so does a text without `<tool_call>…</tool_call>`. The first three blocks are the turn's calls,
+    each `json.loads`-ed and indexed as `["name"]`, `["arguments"]`; the first block that fails ends the list
+    with Python's words behind `Error: ` (a call before it still runs first, and its own failure would be
+    what the model sees, as in the reference's loop)."""
+    out = Parsed("deepeyes")
+    answers = _ANSWER.findall(text)
+    blocks = [block.strip() for block in _HERMES.findall(text)]
+    if (answers and answers[-1]) or not blocks:
+        out.done = True
+        return out
+    out.done = False
+    for block in blocks[:DEEPEYES_MAX_CALLS]:
+        try:
+            call = jsonio.loads(block)
+            name, arguments = call["name"], call["arguments"]
+        except Exception as exc:  # the reference's turn catches everything and shows its text
+            out.errors.append(f"Error: {exc}")
+            break
+        if not isinstance(name, str):
+            out.errors.append(f"Error: Unknown tool name: {name}")
+            break
+        out.calls.append(ParsedCall(name, arguments))
+    return out
+
+
+def parse_pixel_reasoner(text: str) -> Parsed:
+    """verl-tool's PixelReasonerTool.parse_action (980962b): the first `<tool_call>` block only, `json.loads`-ed;
+    one that does not parse, is not an object or names no known action is no action: the observation is
+    empty (''). Then `arguments` must be there and be an object, with the reference's texts. The agent loop
+    calls the tool server only when the model stopped at `</tool_call>`, so a text without `<tool_call>`
+    ends the episode."""
+    out = Parsed("pixel-reasoner")
+    if "<tool_call>" not in text:
+        out.done = True
+        return out
+    out.done = False
+    try:
+        call = jsonio.loads(text.split("<tool_call>")[1].split("</tool_call>")[0])
+        name = call.get("name", "")
+        known = name in PIXEL_REASONER_ACTIONS
+    except Exception:
+        known = False
+    if not known:
+        out.errors.append("")
+    elif "arguments" not in call:
+        out.errors.append("Missing 'arguments' in the tool call.")
+    elif not isinstance(call["arguments"], dict):
+        out.errors.append("'arguments' should be a dictionary of parameters key-value pairs, got "
+                          f"{type(call['arguments'])}.")
+    else:
+        out.calls.append(ParsedCall(name, call["arguments"]))
+    return out
+
+
 PARSERS = {"hermes": parse_hermes, "groundlight": parse_groundlight, "mags-rl": parse_mags_rl,
-           "mgpo": parse_mgpo, "mini-o3": parse_mini_o3, "qwen-agent": parse_qwen_agent}
+           "mgpo": parse_mgpo, "mini-o3": parse_mini_o3, "qwen-agent": parse_qwen_agent,
+           "deepeyes": parse_deepeyes, "pixel-reasoner": parse_pixel_reasoner}
 
 
 def parse(text: str, fmt: str) -> Parsed:

@@ -14,6 +14,7 @@ from toolserver.models import ViewSettings
 from toolserver.schema import function_tool
 from toolserver.tools.arm_thinker import ArmZoom, ArmZoomQwen3
 from toolserver.tools.base import Tool
+from toolserver.tools.deepeyes import DeepEyesRotate, DeepEyesZoom
 from toolserver.tools.doc_pages import DocPageByIndex, DocPageSearch
 from toolserver.tools.groundlight import GroundlightZoom
 from toolserver.tools.imagent import ImagentLookback, ImagentZoomIn
@@ -22,7 +23,10 @@ from toolserver.tools.lookback import LookbackReuse
 from toolserver.tools.magnify import Magnify
 from toolserver.tools.mags_rl import MagsZoom
 from toolserver.tools.mgpo import MgpoGrounding
+from toolserver.tools.pixel_reasoner import PixelCrop, PixelSelectFrames
 from toolserver.tools.qwen3vl import Qwen3Zoom
+from toolserver.tools.rotate import Rotate
+from toolserver.tools.select_frames import SelectFrames
 from toolserver.tools.super_resolution import SuperResolution
 from toolserver.tools.validators import validators
 from toolserver.tools.zoom_in import COORD_PHRASES, ZoomIn
@@ -52,9 +56,14 @@ class Profile:
     alpha: str = "white"  # transparency at intake (toolserver.imaging.to_rgb): as the system's reference does
     arguments: str = "strict"  # how tool-call arguments are read and checked (toolserver.arguments)
     unknown_tool_template: str = "Error: unknown tool {name!r}. Available tools: {tools}."
+    # Other names a system's server answers to (callable, not listed): alias -> listed tool name.
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def unknown_tool_text(self, name: str) -> str:
         return self.unknown_tool_template.format(name=name, tools=", ".join(self.tools))
+
+    def tool(self, name: str) -> Tool | None:
+        return self.tools.get(name) or self.tools.get(self.aliases.get(name, ""))
 
     def openai_tools(self, *, strict: bool = False, coords: Coords | None = None,
                      subs: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -88,10 +97,11 @@ def _tools(*tools: Tool) -> dict[str, Tool]:
 
 def _build_profiles() -> dict[str, Profile]:
     profiles = [
-        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, super_resolution, magnify, "
-                "document page retrieval and the 19 instruction-following validators, any coordinate convention.",
-                _tools(ZoomIn(), KeypointZoom(), LookbackReuse(), SuperResolution(), Magnify(),
-                       DocPageSearch(), DocPageByIndex(), *validators(strict=True))),
+        Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, rotate, select_frames, "
+                "super_resolution, magnify, document page retrieval and the 19 instruction-following validators, "
+                "any coordinate convention.",
+                _tools(ZoomIn(), KeypointZoom(), LookbackReuse(), Rotate(), SelectFrames(), SuperResolution(),
+                       Magnify(), DocPageSearch(), DocPageByIndex(), *validators(strict=True))),
         Profile("arm-thinker", "ARM-Thinker: image_zoom_in_tool by image key on the fetch_image view (rel 0-1000), "
                 "document page retrieval and the instruction-following validators.",
                 _tools(ArmZoom(), DocPageSearch(arm_literal=True), DocPageByIndex(arm_literal=True),
@@ -110,6 +120,15 @@ def _build_profiles() -> dict[str, Profile]:
                 max_tool_calls=1, call_format="mgpo", alpha="drop"),
         Profile("imagent", "IMAgent: zoom_in and lookback_reuse by image index, at most 5 calls.",
                 _tools(ImagentZoomIn(), ImagentLookback()), max_tool_calls=5),
+        Profile("deepeyes", "DeepEyes (VisualToolBoxV5): image_zoom_in_tool in original pixels and image_rotate_tool "
+                "on the first input image; at most 3 calls a turn, one error voids the turn, an answer ends it.",
+                _tools(DeepEyesZoom(), DeepEyesRotate()), coords=Coords.ABS_ORIGINAL, call_format="deepeyes",
+                alpha="drop", arguments="python", unknown_tool_template="Error: Unknown tool name: {name}"),
+        Profile("pixel-reasoner", "Pixel-Reasoner (verl-tool): crop_image (alias zoom_in, crop_image_normalized) and "
+                "select_frames over every image so far, numbered from 1; results as JPEG at quality 75.",
+                _tools(PixelCrop(), PixelSelectFrames()), coords=Coords.ABS_VIEW, call_format="pixel-reasoner",
+                arguments="python", unknown_tool_template="Unknown action name.",
+                aliases={"zoom_in": "crop_image", "crop_image_normalized": "crop_image"}),
         Profile("mags-rl", "Mags-RL: <zoom>[[x1,y1,x2,y2],...]</zoom> magnifying glass, boxes under 40% of the image.",
                 _tools(MagsZoom()), coords=Coords.ABS_VIEW, max_tool_calls=1, call_format="mags-rl"),
     ]
