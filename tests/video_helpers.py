@@ -24,6 +24,8 @@ def make_video(kind: str = "mp4", seconds: float = 10, fps: int = 10, width: int
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         if codec == "libx264":
             stream.options = {"crf": "8", "preset": "ultrafast"}
+        else:
+            stream.bit_rate = 8_000_000  # flat greys stay within a level of their value
         for k in range(round(seconds * fps)):
             pixels = np.full((height, width, 3), frame_level(k), np.uint8)
             pixels[:8, :8] = 255 - frame_level(k)  # a corner unlike the rest, for crops and rotations

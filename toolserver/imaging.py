@@ -47,6 +47,7 @@ class DecodedImage:
 
     @property
     def mime(self) -> str:
+        Image.init()  # the plugins fill Image.MIME as they load (a frame's PNG was never opened here)
         return Image.MIME.get(self.source_format, "application/octet-stream")
 
 
@@ -74,8 +75,8 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int, alpha: str = "
     try:
         img = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
-        raise ImageRejected("the data is not an image in a format the server reads "
-                            "(JPEG, PNG, WebP, GIF, BMP, TIFF)") from None
+        raise ImageRejected("the data is not an image in a format the server reads (JPEG, PNG, WebP, GIF, BMP, "
+                            "TIFF) nor a video it takes as frames (MP4/MOV, WebM, MKV)") from None
     except (OSError, ValueError, SyntaxError) as exc:
         raise ImageRejected(f"the image data is broken or truncated: its header cannot be read ({exc})") from None
     width, height = img.size

@@ -135,7 +135,7 @@ def _raw_text_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[str
         return []
     images = [image_part(img) for r in results for img in r.images]
     pieces = text.split(IMAGE_TOKEN)
-    if len(pieces) - 1 != len(images):  # no placeholders to fill (an error text): the text as it is
+    if not images or len(pieces) - 1 != len(images):  # nothing to fill in (an error text): the text as it is
         return [{"role": "user", "content": text}]
     content: list[dict[str, Any]] = []
     for i, piece in enumerate(pieces):
