@@ -39,6 +39,9 @@ from bench.common import PHOTOS, ROOT, Server, photo_4000x3000
 from toolserver.imaging import encode_image
 from toolserver.tools.groundlight import WINDOW, upscale_to, window_box
 from toolserver.tools.mgpo import process_image, to_original_f32
+from toolserver.tools.pixel_reasoner import WHOLE_IMAGE, jpeg_round_trip
+from toolserver.tools.pixel_reasoner import crop as pixel_crop
+from toolserver.tools.pixel_reasoner import fetch_image as pixel_fetch_image
 from toolserver.tools.qwen import arm_adjust_box, fetch_image_view, qwen3_crop_and_resize, qwen3_expand_box
 
 MODEL_DIR = ROOT.parent / "shared" / "models" / "smfanet"
@@ -80,7 +83,9 @@ class Caller:
 
 
 def photo_views(photo: Image.Image) -> dict[str, Image.Image]:
-    return {"fetch_image": fetch_image_view(photo), "groundlight": photo.resize((1024, 768), Image.Resampling.BICUBIC)}
+    fetch = fetch_image_view(photo)
+    return {"fetch_image": fetch, "groundlight": photo.resize((1024, 768), Image.Resampling.BICUBIC),
+            "pixel-reasoner": jpeg_round_trip(fetch)}  # the model's view as verl-tool's agent loop sends it
 
 
 def floors(photo: Image.Image, views: dict[str, Image.Image], sr) -> dict[str, Callable[[], object]]:
@@ -116,6 +121,14 @@ def floors(photo: Image.Image, views: dict[str, Image.Image], sr) -> dict[str, C
         "groundlight/zoom": lambda: encode_inline(upscale_to(gl.crop(gl_box), 1024)),
         "mgpo/grounding": lambda: encode_inline(process_image(photo.crop(tuple(mbox)))),
         "imagent/zoom_in": lambda: encode_inline(photo.crop(box)),
+        "default/rotate": lambda: encode_inline(photo.transpose(Image.Transpose.ROTATE_90)),
+        "default/select_frames": lambda: pybase64.b64encode_as_string(PHOTO_BYTES),
+        "deepeyes/image_zoom_in_tool": lambda: encode_inline(photo.crop(DEEPEYES_BOX)),
+        "deepeyes/image_rotate_tool": lambda: encode_inline(photo.rotate(90)),
+        "pixel-reasoner/crop_image": lambda: encode_inline(jpeg_round_trip(pixel_fetch_image(
+            pixel_crop(views["pixel-reasoner"], [0.4, 0.4, 0.65, 0.65])[0]))),
+        "pixel-reasoner/select_frames": lambda: encode_inline(jpeg_round_trip(pixel_fetch_image(
+            pixel_crop(views["pixel-reasoner"], WHOLE_IMAGE)[0]))),
     }
     if sr is not None:
         out["default/super_resolution"] = sr_floor((1600, 1200, 1800, 1350))
@@ -123,6 +136,7 @@ def floors(photo: Image.Image, views: dict[str, Image.Image], sr) -> dict[str, C
 
 
 PHOTO_BYTES = b""
+DEEPEYES_BOX = (1600, 1200, 2600, 1950)  # BOX in the photo's pixels: DeepEyes boxes are original pixels
 
 
 def cases() -> list[tuple[str, str, str, dict, dict]]:
@@ -144,6 +158,13 @@ def cases() -> list[tuple[str, str, str, dict, dict]]:
         ("imagent/zoom_in", "imagent", "zoom_in", {"image_index": 0, "bbox_2d": BOX, "label": "x"}, many),
         ("default/super_resolution", "default", "super_resolution",
          {"image": 0, "bbox_2d": [400, 400, 450, 450], "scale": 4}, {}),
+        ("default/rotate", "default", "rotate", {"image": 0, "angle": 90, "expand": True}, {}),
+        ("default/select_frames", "default", "select_frames", {"frames": [0]}, {}),
+        ("deepeyes/image_zoom_in_tool", "deepeyes", "image_zoom_in_tool", {"bbox_2d": list(DEEPEYES_BOX)}, {}),
+        ("deepeyes/image_rotate_tool", "deepeyes", "image_rotate_tool", {"angle": 90}, {}),
+        ("pixel-reasoner/crop_image", "pixel-reasoner", "crop_image",
+         {"bbox_2d": [0.4, 0.4, 0.65, 0.65], "target_image": 1}, {}),
+        ("pixel-reasoner/select_frames", "pixel-reasoner", "select_frames", {"target_frames": [1]}, {}),
     ]
 
 
@@ -153,13 +174,14 @@ ANSWER = ("The ladybird sits on the left leaf. Its shell has seven spots.\n\n"
 
 
 def served_vs_floor(caller: Caller, photo: Image.Image, sr, iterations: int, sr_iterations: int,
-                    skip_sr: bool) -> dict:
+                    skip_sr: bool, only: list[str] | None = None) -> dict:
     """Rollout-shaped: each round opens one session per case (the photo uploaded, one untimed first call that
     computes the model's view where there is one), times CALLS_PER_SESSION calls against the floor, and
     releases it; the cases take turns within a round, so their ratios see the same machine state."""
     views = photo_views(photo)
     floor_fns = floors(photo, views, sr)
-    chosen = [c for c in cases() if not ("super_resolution" in c[0] and skip_sr)]
+    chosen = [c for c in cases() if not ("super_resolution" in c[0] and skip_sr)
+              and (not only or any(c[0].startswith(prefix) for prefix in only))]
     times: dict[str, dict[str, list[float]]] = {c[0]: {"served": [], "observed": [], "floor": []} for c in chosen}
     outputs: dict[str, list] = {}
     rounds = max(1, iterations // CALLS_PER_SESSION)
@@ -298,6 +320,13 @@ def where_time_goes(caller: Caller, iterations: int) -> dict:
     return out
 
 
+def print_rows(rows: dict) -> None:
+    print(f"{'case':44}{'served p50':>12}{'p99':>9}{'floor':>9}{'ratio':>8}  output")
+    for name, row in rows.items():
+        print(f"{name:44}{row['served_p50_ms']:>10.1f}ms{row['served_p99_ms']:>7.1f}ms{row['floor_p50_ms']:>7.2f}ms"
+              f"{row['ratio']:>8.2f}  {row.get('output', '')}")
+
+
 def main() -> None:
     global PHOTO_BYTES
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -305,6 +334,8 @@ def main() -> None:
     parser.add_argument("--sr-iterations", type=int, default=5)
     parser.add_argument("--skip-sr", action="store_true", help="leave out the SMFANet rows")
     parser.add_argument("--out", type=Path, help="also write the report as JSON here")
+    parser.add_argument("--cases", nargs="*", help="only the cases whose names start so (e.g. deepeyes/ "
+                        "default/zoom_in); the served-vs-floor table alone")
     args = parser.parse_args()
 
     PHOTO_BYTES = photo_4000x3000()
@@ -317,7 +348,10 @@ def main() -> None:
         sr = SREngine(MODEL_DIR)
     with Server(env) as server, httpx.Client(base_url=server.url, timeout=300) as http:
         caller = Caller(http, base64.b64encode(PHOTO_BYTES).decode())
-        rows = served_vs_floor(caller, photo, sr, args.iterations, args.sr_iterations, args.skip_sr)
+        rows = served_vs_floor(caller, photo, sr, args.iterations, args.sr_iterations, args.skip_sr, args.cases)
+        if args.cases:
+            print_rows(rows)
+            return
         report = {
             "served_vs_floor": rows,
             "png_over_jpeg": rows["default/zoom_in png"]["served_p50_ms"]
@@ -332,10 +366,7 @@ def main() -> None:
         }
     if sr is not None:
         sr.close()
-    print(f"{'case':44}{'served p50':>12}{'p99':>9}{'floor':>9}{'ratio':>8}  output")
-    for name, row in report["served_vs_floor"].items():
-        print(f"{name:44}{row['served_p50_ms']:>10.1f}ms{row['served_p99_ms']:>7.1f}ms{row['floor_p50_ms']:>7.2f}ms"
-              f"{row['ratio']:>8.2f}  {row.get('output', '')}")
+    print_rows(report["served_vs_floor"])
     for key in ("png_over_jpeg", "arm_over_zoom_png", "groundlight_over_zoom_png"):
         print(f"{key}: {report[key]:.2f}")
     print("where the time goes (1 MP PNG inline, ms):", json.dumps(report["where_time_goes_1mp_png"]))
