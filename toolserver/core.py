@@ -271,15 +271,18 @@ class Core:
         return intake
 
     def _decode_video(self, item: RawImage) -> tuple[DecodedVideo, list[DecodedImage]]:
-        """Sampled frames, each kept as a lossless PNG too (what GET returns, and what Redis stores)."""
+        """The sampled frames, as decoded images whose source is a PNG (or nothing: see below)."""
         s = self.settings
         if len(item.data) > s.max_image_bytes:
             raise TooLarge(f"the video is {len(item.data)} bytes, over the {s.max_image_bytes}-byte upload limit")
         limits = VideoLimits(max_seconds=s.max_video_seconds, max_frames=s.max_video_frames,
                              max_pixels=s.max_image_pixels, max_decoded_bytes=s.session_max_bytes)
         video = decode_video(item.data, limits, fps=item.frames_per_second, max_frames=item.max_frames)
-        frames = [DecodedImage(pixels=frame, source_bytes=encode_png(frame, encoder=s.png_encoder),
-                               source_format="PNG") for frame in video.frames]
+        # A store that keeps bytes (Redis) stores each frame as a lossless PNG; the in-memory store keeps the
+        # pixels alone (a GET encodes them like a tool image's), which halves the intake's time.
+        frames = [DecodedImage(pixels=frame, source_format="PNG",
+                               source_bytes=encode_png(frame, encoder=s.png_encoder) if self.store.stores_encoded
+                               else None) for frame in video.frames]
         return video, frames
 
     async def _register_inputs(self, session: Session,
@@ -300,7 +303,7 @@ class Core:
             view, view_error = compute_view(session.view_rule, image.pixels.size)
             entries.append(ImageEntry(key=key, index=-1, origin="input", pixels=image.pixels, view_size=view,
                                       view_error=view_error, source_bytes=image.source_bytes,
-                                      source_mime=image.mime))
+                                      source_mime=image.mime if image.source_bytes is not None else None))
         # A trainer keeping ARM-Thinker's imgs_map may upload `observation_N` itself: the counter continues
         # after the highest N present, so the next tool image is observation_{N+1} (never a duplicate key).
         highest = max((observation_number(key) or 0 for key in keys), default=0)
@@ -321,8 +324,8 @@ class Core:
         """An image's bytes: inputs as uploaded, tool images in the session's output format."""
         session = await self.store.get(session_id)
         entry = _image_by_ref(session, key)
-        if fmt is None and entry.is_input:
-            return await self.store.read_source(session, entry), entry.source_mime or "application/octet-stream"
+        if fmt is None and entry.is_input and entry.source_mime is not None:  # a video frame may have no source
+            return await self.store.read_source(session, entry), entry.source_mime
         fmt = fmt or session.settings.output.format
         if fmt not in OUTPUT_FORMATS:
             raise BadRequest(f"format must be one of {list(OUTPUT_FORMATS)}")
@@ -418,7 +421,7 @@ class Core:
         for offset, (img, entry) in enumerate(output.returned()):
             data = None
             if delivery != "ref":
-                if entry is not None and entry.is_input and delivery == "inline":
+                if entry is not None and entry.is_input and entry.source_mime is not None and delivery == "inline":
                     # An input returned again: its uploaded bytes are exact and cost no encoding.
                     data, mime = entry.source_bytes or b"", entry.source_mime or "application/octet-stream"
                 else:

@@ -42,7 +42,7 @@ _DATA_URI = re.compile(r"^data:(?P<mime>[\w/+.-]*)?(?P<params>(;[\w=.-]+)*)?;bas
 @dataclass(frozen=True)
 class DecodedImage:
     pixels: Image.Image  # RGB, orientation applied
-    source_bytes: bytes
+    source_bytes: bytes | None  # None: a video frame kept as pixels only (the in-memory store)
     source_format: str  # Pillow's format name, e.g. "JPEG"
 
     @property
