@@ -231,3 +231,16 @@ def test_video_frames_through_act(client):
     j = client.post(f"/v1/sessions/{sid}/act", json={"text": '<tool_call>{"name": "select_frames", "arguments": '
                                                              '{"frames": [0]}}</tool_call>'}).json()
     assert j["results"][0]["ok"] and source_frame(decoded(j["results"][0])) == 12
+
+
+def test_python_client_add_video(live_server, tmp_path):
+    from toolserver.client import Client
+
+    path = tmp_path / "clip.webm"
+    path.write_bytes(make_video("webm"))
+    with Client(live_server.url) as client, client.create_session() as session:
+        added = session.add_video(path, key="clip", max_frames=3)
+        assert [i.key for i in added.images] == ["clip_frame_1", "clip_frame_2", "clip_frame_3"]
+        # (k + 0.5) * 10 / 3 = 1.67, 5.0, 8.33 s: the frames on screen then (one every 0.1 s) are 16, 50, 83.
+        assert added.videos[0].timestamps_s == [1.6, 5.0, 8.3]
+        assert source_frame(Image.open(io.BytesIO(session.image_bytes("clip_frame_2")))) == 50

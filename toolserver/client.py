@@ -150,6 +150,14 @@ def _raw_bytes(image: ImageLike) -> bytes | None:
     return None
 
 
+def _video_body(video: bytes | str | os.PathLike, key: str | None, frames_per_second: float | None,
+                max_frames: int | None) -> dict[str, Any]:
+    data = video if isinstance(video, bytes) else Path(video).read_bytes()
+    item = ImageInput(data=pybase64.b64encode_as_string(data), key=key, frames_per_second=frames_per_second,
+                      max_frames=max_frames)
+    return {"images": [item.model_dump(exclude_none=True)]}
+
+
 def _image_input(image: ImageLike, key: str | None = None) -> ImageInput:
     if isinstance(image, ImageInput):
         return image.model_copy(update={"key": key}) if key else image
@@ -364,6 +372,15 @@ class Session(_SessionHandle):
         self.created.images.extend(added)
         return added
 
+    def add_video(self, video: bytes | str | os.PathLike, *, key: str | None = None,
+                  frames_per_second: float | None = None, max_frames: int | None = None) -> AddedImages:
+        """A video (MP4/MOV, WebM, MKV; bytes or a local file) as sampled frames, each a session image;
+        `.videos[0]` has the frame keys and their timestamps."""
+        body = _video_body(video, key, frames_per_second, max_frames)
+        added = AddedImages.model_validate_json(self._client.request("POST", self._path("/images"), json=body).content)
+        self.created.images.extend(added.images)
+        return added
+
     def add_texts(self, texts: Mapping[str, str] | Sequence[str]) -> list[str]:
         body = {"texts": dict(texts) if isinstance(texts, Mapping) else list(texts)}
         response = self._client.request("POST", self._path("/texts"), json=body)
@@ -478,6 +495,14 @@ class AsyncSession(_SessionHandle):
         response = await self._client.request("POST", self._path("/images"), **_image_payload(images, None))
         added = AddedImages.model_validate_json(response.content).images
         self.created.images.extend(added)
+        return added
+
+    async def add_video(self, video: bytes | str | os.PathLike, *, key: str | None = None,
+                        frames_per_second: float | None = None, max_frames: int | None = None) -> AddedImages:
+        body = _video_body(video, key, frames_per_second, max_frames)
+        response = await self._client.request("POST", self._path("/images"), json=body)
+        added = AddedImages.model_validate_json(response.content)
+        self.created.images.extend(added.images)
         return added
 
     async def add_texts(self, texts: Mapping[str, str] | Sequence[str]) -> list[str]:
