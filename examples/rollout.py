@@ -6,8 +6,9 @@ until the model answers or `--max-turns` is reached:
 - structured `tool_calls` (OpenAI function calling): run with `session.run_tool_calls`, whose messages are
   appended as they are (tool messages, then one user message with the images);
 - tool calls written in the text (Hermes `<tool_call>`, Groundlight `<tool>`, Mags-RL `<zoom>`, MGPO's fenced
-  JSON, Mini-o3 `<grounding>`): run with `session.act`, whose observation is appended the way that system
-  renders it. A malformed call comes back as an error text the model can read and fix.
+  JSON, Mini-o3 `<grounding>`, DeepEyes' and Pixel-Reasoner's turns): run with `session.act`, whose
+  observation is appended the way that system renders it. A malformed call comes back as an error text the
+  model can read and fix.
 
 Against the scripted stand-in model (`python examples/scripted_model.py --port 8001`):
 
@@ -40,6 +41,8 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "mags-rl": ("mags-rl", "mags-rl"),
     "mgpo": ("mgpo", "mgpo"),
     "mini-o3": ("default", "mini-o3"),
+    "deepeyes": ("deepeyes", "deepeyes"),
+    "pixel-reasoner": ("pixel-reasoner", "pixel-reasoner"),
 }
 
 
@@ -72,6 +75,9 @@ async def trajectory(llm: AsyncOpenAI, tools: AsyncClient, args: argparse.Namesp
                 results = reply.results
             elif parser is not None:
                 acted = await session.act(text, format=parser)
+                if acted.done:  # the environment ends the episode (no call in the text)
+                    stats["answer"] = text.strip()
+                    break
                 messages += acted.observation
                 results = acted.results
             else:

@@ -68,6 +68,20 @@ SCRIPTS: dict[str, list[Any]] = {
         '<grounding>{"bbox_2d": [200, 0, 800, 500], "source": "observation_1"}</grounding>',
         ANSWER,
     ],
+    "deepeyes": [  # pixel boxes on the original; a turn of two calls, then one whose box is inverted
+        "<think>Two places to check.</think>"
+        + _hermes("image_zoom_in_tool", {"bbox_2d": [100, 100, 500, 400], "label": "sign"})
+        + _hermes("image_zoom_in_tool", {"bbox_2d": [10, 10, 20, 20], "label": "corner"}),
+        "<think>Closer.</think>" + _hermes("image_zoom_in_tool", {"bbox_2d": [400, 300, 100, 100]}),
+        ANSWER,
+    ],
+    "pixel-reasoner": [  # images numbered from 1; the second call names an image that does not exist
+        "<think>Crop the middle.</think>"
+        + _hermes("crop_image", {"bbox_2d": [0.25, 0.25, 0.75, 0.75], "target_image": 1}),
+        _hermes("crop_image", {"bbox_2d": [0.1, 0.1, 0.4, 0.4], "target_image": 9}),
+        _hermes("crop_image", {"bbox_2d": [0.1, 0.1, 0.4, 0.4], "target_image": 2}),
+        ANSWER,
+    ],
 }
 
 

@@ -14,7 +14,7 @@ from tests.conftest import PHOTOS, free_port, start_server, stop_server
 ROOT = Path(__file__).parent.parent
 # format -> (tool calls per trajectory, of which ok): each script sends one malformed call on purpose.
 EXPECTED = {"openai": (4, 3), "hermes": (3, 2), "groundlight": (2, 1), "mags-rl": (1, 1), "mgpo": (1, 1),
-            "mini-o3": (3, 2)}
+            "mini-o3": (3, 2), "deepeyes": (3, 2), "pixel-reasoner": (3, 2)}
 
 
 @pytest.fixture(scope="module")

@@ -165,6 +165,7 @@ def test_select_frames_returns_the_reference_corner_of_each_frame(client):
     ({"target_frames": ["1"]},
      "Invalid target_frames indices. Each index should be an integer between 1 and the number of previous images (4)."),
     ({"target_frames": []}, "Error processing frames: list index out of range"),
+    ({"target_frames": [1] * 65}, "Too many target_frames (65): at most 64 at once."),  # ours (decisions.md)
 ])
 def test_select_frames_failures(client, args, text):
     sid = video_session(client, max_frames=4)

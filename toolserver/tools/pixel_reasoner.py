@@ -17,7 +17,8 @@ What the reference's tools see and return:
   plus one pixel (at most 601 px), enlarged to at least 4 tokens. That is what the reference returns, so it
   is what this profile returns (docs/decisions.md); the default profile's `select_frames` returns whole frames.
 Texts, including every failure, are the reference's; Python's own exception texts come through as they do
-there (`Error processing image: division by zero` for a box of zero width).
+there (`Error processing image: division by zero` for a box of zero width). One deviation: `select_frames`
+takes at most 64 frames a call (the reference has no limit; a long list would tie up a worker).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ FACTOR = 28
 MIN_PIXELS = 4 * 28 * 28
 MAX_PIXELS = 5120 * 28 * 28
 WHOLE_IMAGE = (0, 0, 1, 1)  # select_frames' crop box (read as pixels, see the module docstring)
+MAX_SELECTED = 64  # ours: the reference takes any number (its prompt asks for at most 8)
 
 
 class PixelCropArgs(BaseModel):
@@ -171,6 +173,9 @@ class PixelSelectFrames(Tool):
         if not all(isinstance(f, int) and 1 <= f <= count for f in frames):
             raise ToolFailure("Invalid target_frames indices. Each index should be an integer between 1 and the "
                               f"number of previous images ({count}).", "unknown_image")
+        if len(frames) > MAX_SELECTED:
+            raise ToolFailure(f"Too many target_frames ({len(frames)}): at most {MAX_SELECTED} at once.",
+                              "invalid_arguments")
         try:
             shown = [jpeg_round_trip(fetch_image(crop(source_image(ctx, ctx.images[f - 1]), WHOLE_IMAGE)[0]))
                      for f in frames]
