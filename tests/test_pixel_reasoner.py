@@ -61,6 +61,12 @@ def test_tools_and_schemas_are_the_reference_prompt(client):
     ]
 
 
+def test_aliases_are_callable_and_listed_with_the_profile(client):
+    (profile,) = [p for p in client.get("/v1/profiles").json() if p["name"] == "pixel-reasoner"]
+    assert profile["tools"] == ["crop_image", "select_frames"] and profile["call_format"] == "pixel-reasoner"
+    assert profile["aliases"] == {"zoom_in": "crop_image", "crop_image_normalized": "crop_image"}
+
+
 def test_normalised_crop_with_padding_then_fetch_image_then_jpeg(client):
     sid = make_session(client, "pixel-reasoner", SRC)
     r = crop(client, sid, [0.1, 0.1, 0.5, 0.5], 1)

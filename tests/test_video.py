@@ -12,6 +12,8 @@ from mcp import Client
 from PIL import Image
 
 from tests.conftest import b64, gradient, png_bytes
+from tests.test_profiles import call as tool
+from tests.test_profiles import image_of as decoded
 from tests.video_helpers import make_video, source_frame
 from toolserver.config import Settings
 from toolserver.video import VideoLimits, decode_video, sample_times
@@ -145,16 +147,6 @@ def test_bad_sampling_fields_are_422(client):
 
 
 # -- the canonical tools on frames -----------------------------------------------------------------------------
-def tool(client, sid, name, args):
-    r = client.post(f"/v1/sessions/{sid}/tools/{name}", json=args)
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def decoded(result, i=0) -> Image.Image:
-    return Image.open(io.BytesIO(base64.b64decode(result["images"][i]["data"])))
-
-
 def test_select_frames_and_zoom_on_a_frame(client):
     sid = new_session(client, images=[{"data": b64(VIDEO), "key": "clip", "max_frames": 4}])
     r = tool(client, sid, "select_frames", {"frames": [3, "clip_frame_1"]})

@@ -329,8 +329,9 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
 
     @app.get("/v1/profiles", tags=["tools"], summary="The profiles and their tools")
     async def list_profiles() -> list[dict[str, Any]]:
-        return [{"name": p.name, "description": p.description, "tools": list(p.tools),
-                 "coords": str(p.coords), "max_tool_calls": p.max_tool_calls} for p in PROFILES.values()]
+        return [{"name": p.name, "description": p.description, "tools": list(p.tools), "aliases": p.aliases,
+                 "call_format": p.call_format, "coords": str(p.coords), "max_tool_calls": p.max_tool_calls}
+                for p in PROFILES.values()]
 
     @app.post("/v1/sessions/{session_id}/tools/{name}", response_model=ToolResult, tags=["tools"],
               summary="Execute one tool with a JSON arguments object")
