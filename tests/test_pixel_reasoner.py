@@ -73,6 +73,8 @@ def test_normalised_crop_with_padding_then_fetch_image_then_jpeg(client):
     # All four < 1: normalised. Padding 0.1 (600/644 is larger): (0.0, 0.0, 0.6, 0.6) -> int(0.6*644) = 386,
     # int(0.6*476) = 285. smart_resize(285, 386) = (10*28, 14*28) -> 392x280.
     assert r["ok"] and r["meta"]["box_source"] == [0, 0, 386, 285]
+    # The same box on the 640x480 upload (what the inspector draws): 386 * 640/644 -> 384, 285 * 480/476 -> 287.
+    assert r["meta"]["box_original"] == [0, 0, 384, 287]
     assert r["text"] == "Here is the cropped image. (Image Size: 392x280)\n<image>"
     expected = jpeg(SOURCE_1.crop((0, 0, 386, 285)).resize((392, 280)))
     assert image_of(r).convert("RGB").tobytes() == expected.tobytes()
@@ -86,7 +88,8 @@ def test_targets_count_every_image_and_results_are_the_decoded_jpeg(client):
     # y1 = 100/280 - 0.1 -> 72, x2 = 300/392 + 0.1 -> int(0.8653*392) = 339, y2 > 1 -> 280.
     # 279x208 -> smart_resize = (7*28, 10*28) -> 280x196.
     r = crop(client, sid, [100, 100, 300, 300], 2, name="zoom_in")
-    assert r["meta"] == {"source": "observation_1", "box_source": [60, 72, 339, 280]}
+    assert r["meta"] == {"source": "observation_1", "box_source": [60, 72, 339, 280],
+                         "box_original": [60, 72, 339, 280]}
     assert r["text"] == "Here is the cropped image. (Image Size: 280x196)\n<image>"
     assert image_of(r).convert("RGB").tobytes() == jpeg(held.crop((60, 72, 339, 280)).resize((280, 196))).tobytes()
 

@@ -64,6 +64,15 @@ def test_schema_from_the_server_keeps_what_verl_drops_in_words(live_server, tmp_
     assert image["type"] == ["string", "integer"]
 
 
+def test_an_alias_gets_its_tools_schema_under_its_own_name(live_server):
+    tool = ToolServerTool(config={"url": live_server.url, "profile": "pixel-reasoner", "tool": "zoom_in"},
+                          tool_schema=None)
+    schema = tool.get_openai_tool_schema()
+    function = schema.function if adapter.USING_VERL else SimpleNamespace(**schema.function)
+    assert function.name == "zoom_in"  # crop_image's schema, named as the model calls it
+    assert function.description == "Zoom in on the image based on the bounding box coordinates."
+
+
 def test_agent_loop_lifecycle_shares_one_session_per_trajectory(live_server, tmp_path):
     tools = load_tools(EXAMPLE, live_server.url, tmp_path)
     wings = Image.open(photo("TwoWings.jpg")).convert("RGB")

@@ -213,13 +213,19 @@ class ToolServerTool(BaseTool):
         if getattr(self, "tool_schema", None) is not None:
             return self.tool_schema
         headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
-        response = httpx.get(f"{self.settings.url.rstrip('/')}/v1/tools", params={"profile": self.settings.profile},
-                             headers=headers, timeout=self.settings.timeout)
+        base = self.settings.url.rstrip("/")
+        response = httpx.get(f"{base}/v1/tools", params={"profile": self.settings.profile}, headers=headers,
+                             timeout=self.settings.timeout)
         response.raise_for_status()
-        for entry in response.json():
-            if entry["function"]["name"] == self.tool_name:
-                return verl_schema(entry)
-        raise ValueError(f"toolserver profile {self.settings.profile!r} has no tool {self.tool_name!r}")
+        entries = {entry["function"]["name"]: entry for entry in response.json()}
+        if self.tool_name not in entries:  # another name the profile answers to (Pixel-Reasoner's `zoom_in`)
+            profiles = httpx.get(f"{base}/v1/profiles", headers=headers, timeout=self.settings.timeout).json()
+            aliases = next((p.get("aliases", {}) for p in profiles if p["name"] == self.settings.profile), {})
+            target = entries.get(aliases.get(self.tool_name, ""))
+            if target is None:
+                raise ValueError(f"toolserver profile {self.settings.profile!r} has no tool {self.tool_name!r}")
+            entries[self.tool_name] = {**target, "function": {**target["function"], "name": self.tool_name}}
+        return verl_schema(entries[self.tool_name])
 
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
         """Remember the images and texts to start a session with: `create_kwargs={"image": …}` (verl's

@@ -119,6 +119,12 @@ def check_arguments(args: Any) -> None:
                           f"{type(args)}.", "invalid_arguments")
 
 
+def _to_original(box: tuple[int, int, int, int], seen: tuple[int, int], original: tuple[int, int]) -> list[int]:
+    """The box in the session image's own pixels (an input's view is a resize of it), for the inspector."""
+    sx, sy = original[0] / seen[0], original[1] / seen[1]
+    return [round(box[0] * sx), round(box[1] * sy), round(box[2] * sx), round(box[3] * sy)]
+
+
 def _int_or_as_is(value: Any) -> Any:
     try:  # the reference tries int() and keeps the value when it fails
         return int(value)
@@ -147,13 +153,15 @@ class PixelCrop(Tool):
                               f"previous images ({count}).", "unknown_image")
         entry = ctx.images[target - 1]
         try:
-            cropped, box = crop(source_image(ctx, entry), bbox)
+            source = source_image(ctx, entry)
+            cropped, box = crop(source, bbox)
             shown = jpeg_round_trip(fetch_image(cropped))
         except Exception as exc:
             raise ToolFailure(f"Error processing image: {exc}", "tool_error") from None
         width, height = shown.size
         return ToolOutput(text=f"Here is the cropped image. (Image Size: {width}x{height})\n<image>", images=[shown],
-                          meta={"source": entry.key, "box_source": list(box)})
+                          meta={"source": entry.key, "box_source": list(box),
+                                "box_original": _to_original(box, source.size, entry.size)})
 
 
 class PixelSelectFrames(Tool):
