@@ -114,3 +114,20 @@ def test_ending_the_mcp_session_releases_its_toolserver_session(live_server):
 
     during = run(main())
     assert sessions_live(live_server.url) == during - 1
+
+
+def test_deepeyes_tools_through_mcp(live_server):
+    async def main():
+        async with Client(f"{live_server.url}/mcp?profile=deepeyes") as mcp:
+            tools = {t.name: t for t in (await mcp.list_tools()).tools}
+            await mcp.call_tool("load_image", {"data": base64.b64encode(png_bytes(gradient(300, 200))).decode()})
+            zoom = await mcp.call_tool("image_zoom_in_tool", {"bbox_2d": [10, 10, 100, 100]})
+            bad = await mcp.call_tool("image_zoom_in_tool", {"bbox_2d": [100, 10, 10, 100]})
+            return tools, zoom, bad
+
+    tools, zoom, bad = run(main())
+    assert tools["image_zoom_in_tool"].input_schema["required"] == ["bbox"]  # DeepEyes' own schema, quirk kept
+    assert not zoom.is_error and [b.type for b in zoom.content] == ["image"]  # the image alone, as DeepEyes returns
+    crop = Image.open(io.BytesIO(base64.b64decode(zoom.content[0].data)))
+    assert crop.tobytes() == gradient(300, 200).crop((10, 10, 100, 100)).tobytes()
+    assert bad.is_error and bad.content[0].text == "Error: ZOOM IN ARGUMENTS ARE INVALID"

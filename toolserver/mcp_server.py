@@ -59,9 +59,11 @@ def _load_image_tool() -> types.Tool:
 
 
 def _content(result: ToolResult) -> types.CallToolResult:
-    blocks: list[Any] = [types.TextContent(type="text", text=result.text)]
-    blocks += [types.ImageContent(type="image", data=image.data, mime_type=image.mime)
-               for image in result.images if image.data is not None]
+    images = [types.ImageContent(type="image", data=image.data, mime_type=image.mime)
+              for image in result.images if image.data is not None]
+    # A tool whose reference returns the image alone (DeepEyes, Qwen-Agent) has no text: no empty text block.
+    blocks: list[Any] = [types.TextContent(type="text", text=result.text)] if result.text or not images else []
+    blocks += images
     return types.CallToolResult(content=blocks, is_error=not result.ok)
 
 
