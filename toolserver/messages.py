@@ -107,10 +107,14 @@ def observation_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[s
     return messages
 
 
-def _deepeyes_text(results: Sequence[ToolResult]) -> str | None:
+def _raw_text(fmt: str, results: Sequence[ToolResult]) -> str | None:
+    """The observation text of a raw-text system, `<image>` marking each image; None when there is none.
+
+    DeepEyes: one failure is all the turn shows; else a tool response per image, then its turn prompt.
+    Pixel-Reasoner: the tool server's text for the one call."""
     if not results:
         return None
-    if not results[-1].ok:
+    if fmt == "pixel-reasoner" or not results[-1].ok:
         return results[-1].text
     return DEEPEYES_TOOL_RESPONSE * sum(len(r.images) for r in results) + DEEPEYES_TURN_PROMPT
 
@@ -121,16 +125,16 @@ def observation_prompt(fmt: str, results: Sequence[ToolResult]) -> str | None:
     DeepEyes appends its user turn in Qwen's chat markup (empty when the episode ended); Pixel-Reasoner's tool
     server answers with the text alone (verl-tool's agent loop wraps it in the chat template it is set up with).
     """
-    if fmt == "deepeyes":
-        text = _deepeyes_text(results)
-        return "" if text is None else QWEN_USER_TURN[0] + text + QWEN_USER_TURN[1]
-    if fmt == "pixel-reasoner":
-        return results[0].text if results else ""
-    return None
+    if fmt not in ("deepeyes", "pixel-reasoner"):
+        return None
+    text = _raw_text(fmt, results)
+    if text is None:
+        return ""
+    return QWEN_USER_TURN[0] + text + QWEN_USER_TURN[1] if fmt == "deepeyes" else text
 
 
 def _raw_text_messages(fmt: str, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
-    text = _deepeyes_text(results) if fmt == "deepeyes" else (results[0].text if results else None)
+    text = _raw_text(fmt, results)
     if text is None:
         return []
     images = [image_part(img) for r in results for img in r.images]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from PIL import Image
 
@@ -50,7 +50,6 @@ class DecodedVideo:
     width: int
     height: int
     source_fps: float | None
-    meta: dict = field(default_factory=dict)
 
 
 def sniff_container(data: bytes) -> str | None:

@@ -92,6 +92,12 @@ def crop(image: Image.Image, bbox: Any, padding: tuple[float, float] = (0.1, 0.1
     return image.crop(box), box
 
 
+def crop_result(source: Image.Image, bbox: Any) -> tuple[Image.Image, tuple[int, int, int, int]]:
+    """What a call returns for one image: the crop, verl-tool's fetch_image, the JPEG round trip; and the box."""
+    cropped, box = crop(source, bbox)
+    return jpeg_round_trip(fetch_image(cropped)), box
+
+
 def input_rule(entry: ImageEntry) -> str:
     width, height = entry.view_size or entry.size
     return f"pixel-reasoner input: bicubic to {width}x{height}, JPEG quality 75"
@@ -154,8 +160,7 @@ class PixelCrop(Tool):
         entry = ctx.images[target - 1]
         try:
             source = source_image(ctx, entry)
-            cropped, box = crop(source, bbox)
-            shown = jpeg_round_trip(fetch_image(cropped))
+            shown, box = crop_result(source, bbox)
         except Exception as exc:
             raise ToolFailure(f"Error processing image: {exc}", "tool_error") from None
         width, height = shown.size
@@ -185,8 +190,7 @@ class PixelSelectFrames(Tool):
             raise ToolFailure(f"Too many target_frames ({len(frames)}): at most {MAX_SELECTED} at once.",
                               "invalid_arguments")
         try:
-            shown = [jpeg_round_trip(fetch_image(crop(source_image(ctx, ctx.images[f - 1]), WHOLE_IMAGE)[0]))
-                     for f in frames]
+            shown = [crop_result(source_image(ctx, ctx.images[f - 1]), WHOLE_IMAGE)[0] for f in frames]
             width, height = shown[0].size
         except Exception as exc:
             raise ToolFailure(f"Error processing frames: {exc}", "tool_error") from None

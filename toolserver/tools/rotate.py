@@ -45,14 +45,8 @@ class Rotate(Tool):
             if (width * cos + height * sin) * (width * sin + height * cos) > MAX_ROTATED_PIXELS:
                 raise ToolFailure(f"Error: rotating `{entry.key}` with expand=true would make an image over "
                                   f"{MAX_ROTATED_PIXELS} pixels.", "too_large")
-        quarter = {90.0: Image.Transpose.ROTATE_90, 180.0: Image.Transpose.ROTATE_180,
-                   270.0: Image.Transpose.ROTATE_270}.get(angle)
-        if angle == 0.0:
-            rotated = entry.pixels.copy()
-        elif quarter is not None and (args.expand or angle == 180.0 or width == height):
-            rotated = entry.pixels.transpose(quarter)  # exact: whole pixels move
-        else:
-            rotated = entry.pixels.rotate(angle, resample=Image.Resampling.BICUBIC, expand=args.expand)
+        # Pillow takes the exact paths itself: 0° copies; 180°, and 90°/270° when expanded or square, transpose.
+        rotated = entry.pixels.rotate(angle, resample=Image.Resampling.BICUBIC, expand=args.expand)
         key, index = ctx.observation_key(), len(ctx.images)
         text = (f"Rotated `{entry.key}` by {args.angle:g} degrees counter-clockwise"
                 f"{' (canvas expanded)' if args.expand else ''}. The result is image `{key}` (index {index}), "
