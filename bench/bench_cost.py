@@ -37,10 +37,10 @@ from PIL import Image
 
 from bench.common import PHOTOS, ROOT, Server, photo_4000x3000
 from toolserver.imaging import encode_image
-from toolserver.tools.groundlight import WINDOW, upscale_to, window_box
-from toolserver.tools.mgpo import process_image, to_original_f32
-from toolserver.tools.pixel_reasoner import WHOLE_IMAGE, crop_result, jpeg_round_trip
-from toolserver.tools.qwen import arm_adjust_box, fetch_image_view, qwen3_crop_and_resize, qwen3_expand_box
+from toolserver.profiles.groundlight import WINDOW, upscale_to, window_box
+from toolserver.profiles.mgpo import process_image, to_original_f32
+from toolserver.profiles.pixel_reasoner import WHOLE_IMAGE, crop_result, jpeg_round_trip
+from toolserver.profiles.qwen_family import arm_adjust_box, fetch_image_view, qwen3_crop_and_resize, qwen3_expand_box
 
 MODEL_DIR = ROOT.parent / "shared" / "models" / "smfanet"
 BOX = [400, 400, 650, 650]  # rel1000: a 1000x750 region of the 4000x3000 photo

@@ -4,7 +4,8 @@
 # variables; extra arguments go to `toolserver serve`.
 set -eu
 
-# Weights are normally baked in at build time or mounted; a host with network access may fetch them now.
+# The official weights are copied into the image (models/smfanet); a host with network access may fetch them
+# into another mounted directory now.
 if [ "${TOOLSERVER_FETCH_WEIGHTS:-0}" = "1" ]; then
   toolserver weights download --dir "${TOOLSERVER_SR_MODEL_DIR:-models/smfanet}" \
     || echo "toolserver: could not fetch SMFANet weights; super-resolution stays unavailable" >&2

@@ -32,18 +32,16 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from toolserver.client import AsyncClient
+from toolserver.formats import FORMATS
+from toolserver.plugins import load_plugins
+from toolserver.profiles import PROFILES
 
-# Which toolserver profile serves each call format, and the `act` parser for text formats.
-FORMATS: dict[str, tuple[str, str | None]] = {
-    "openai": ("default", None),
-    "hermes": ("default", "hermes"),
-    "groundlight": ("groundlight", "groundlight"),
-    "mags-rl": ("mags-rl", "mags-rl"),
-    "mgpo": ("mgpo", "mgpo"),
-    "mini-o3": ("default", "mini-o3"),
-    "deepeyes": ("deepeyes", "deepeyes"),
-    "pixel-reasoner": ("pixel-reasoner", "pixel-reasoner"),
-}
+
+def profile_for(call_format: str) -> str:
+    """The profile a call format is served by: the first registered profile (plugins' included) that reads its
+    calls in that format, else `default` (its tools, e.g. Mini-o3's grounding runs `zoom_in`)."""
+    load_plugins()
+    return next((name for name, profile in PROFILES.items() if profile.format.name == call_format), "default")
 
 
 def image_message(path: Path, question: str) -> dict[str, Any]:
@@ -55,7 +53,8 @@ def image_message(path: Path, question: str) -> dict[str, Any]:
 
 async def trajectory(llm: AsyncOpenAI, tools: AsyncClient, args: argparse.Namespace,
                      tool_specs: list[dict] | None) -> dict[str, Any]:
-    profile, parser = FORMATS[args.format]
+    parser = None if args.format == "openai" else args.format  # OpenAI tool_calls, or a format `act` reads
+    profile = args.profile or ("default" if parser is None else profile_for(parser))
     stats: dict[str, Any] = {"calls": 0, "ok": 0, "errors": [], "answer": None, "turns": 0}
     async with await tools.create_session([args.image], profile=profile) as session:
         messages: list[dict[str, Any]] = [image_message(args.image, args.question)]
@@ -91,7 +90,7 @@ async def trajectory(llm: AsyncOpenAI, tools: AsyncClient, args: argparse.Namesp
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     llm = AsyncOpenAI(base_url=args.model_url, api_key=args.api_key, timeout=args.timeout)
     async with AsyncClient(args.toolserver, api_key=args.toolserver_key, timeout=args.timeout) as tools:
-        specs = await tools.list_tools(FORMATS[args.format][0]) if args.format == "openai" else None
+        specs = await tools.list_tools(args.profile or "default") if args.format == "openai" else None
         return await asyncio.gather(*(trajectory(llm, tools, args, specs) for _ in range(args.trajectories)))
 
 
@@ -102,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-url", default="http://127.0.0.1:8001/v1")
     parser.add_argument("--model", default=None, help="default: scripted-<format>")
     parser.add_argument("--api-key", default="not-needed")
-    parser.add_argument("--format", choices=sorted(FORMATS), default="openai")
+    parser.add_argument("--format", choices=["openai", *FORMATS], default="openai",
+                        help="openai: structured tool_calls; else a call format in the text, read by /act")
+    parser.add_argument("--profile", default=None, help="default: the profile that uses the format")
     parser.add_argument("--image", type=Path, required=True)
     parser.add_argument("--question", default="What does the small sign say?")
     parser.add_argument("--trajectories", type=int, default=1)

@@ -17,7 +17,7 @@ from toolserver.geometry import (
 @pytest.mark.parametrize(
     ("width", "height", "expected_wh"),
     [
-        (1000, 800, (1008, 812)),  # seed_impls §6.2 worked examples
+        (1000, 800, (1008, 812)),  # qwen-vl-utils' smart_resize (QwenLM/Qwen3-VL @ 9658872), worked by hand
         (640, 480, (644, 476)),
         (4000, 3000, (4004, 2996)),
         (5312, 2988, (4760, 2688)),  # §7: ARM-Thinker works on this view of a 5312x2988 photo

@@ -10,8 +10,9 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from tests.conftest import b64, gradient, png_bytes
-from toolserver import redis_store, session
 from toolserver.api import create_app
+from toolserver.stores import memory as memory_store
+from toolserver.stores import redis as redis_store
 
 PICTURE = gradient(640, 480)
 
@@ -83,7 +84,7 @@ def test_a_replica_sees_the_calls_made_on_another(settings_any_store):
 
 
 def test_the_log_keeps_the_last_calls_and_counts_the_rest(settings_any_store, monkeypatch):
-    monkeypatch.setattr(session, "CALL_LOG_LIMIT", 3)
+    monkeypatch.setattr(memory_store, "CALL_LOG_LIMIT", 3)
     monkeypatch.setattr(redis_store, "CALL_LOG_LIMIT", 3)
     with TestClient(create_app(settings_any_store)) as client:
         sid = new_session(client)

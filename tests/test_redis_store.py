@@ -21,7 +21,8 @@ from toolserver.config import Settings
 from toolserver.core import Core, RawImage
 from toolserver.errors import NotFound, SessionGone, Unavailable
 from toolserver.models import CreateSessionRequest
-from toolserver.redis_store import DecodedCache, RedisStore
+from toolserver.stores.redis import RedisStore
+from toolserver.stores.redis_parts import DecodedCache
 
 ZOOM = {"image": "original_image", "bbox_2d": [100, 100, 600, 500]}
 

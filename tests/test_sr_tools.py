@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from tests.conftest import PHOTOS, photo, smfanet_dir
-from tests.test_profiles import call, image_of, make_session
+from tests.profiles.helpers import call, image_of, make_session
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.sr.quality import psnr_y

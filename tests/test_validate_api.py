@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import PHOTOS
-from tests.test_profiles import call
+from tests.profiles.helpers import call
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.tools.validators import SPECS

@@ -13,8 +13,8 @@ from mcp import Client
 from PIL import Image
 
 from tests.conftest import b64, gradient, png_bytes
-from tests.test_profiles import call as tool
-from tests.test_profiles import image_of as decoded
+from tests.profiles.helpers import call as tool
+from tests.profiles.helpers import image_of as decoded
 from tests.video_helpers import make_video, source_frame
 from toolserver.config import Settings
 from toolserver.video import VideoLimits, decode_video, sample_times

@@ -12,11 +12,11 @@ from PIL import Image
 from tests.conftest import b64, gradient, png_bytes
 from toolserver.config import Settings
 from toolserver.core import Core
+from toolserver.memorymap import image_nbytes
 from toolserver.models import CreateSessionRequest, ImageInput
-from toolserver.session import image_nbytes
-from toolserver.tools import arm_thinker, groundlight, mgpo
-from toolserver.tools.mgpo import process_image
-from toolserver.tools.qwen import fetch_image_view
+from toolserver.profiles import arm_thinker, groundlight, mgpo
+from toolserver.profiles.mgpo import process_image
+from toolserver.profiles.qwen_family import fetch_image_view
 
 PICTURE = gradient(900, 700)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 import json5
@@ -30,16 +31,24 @@ import jsonschema
 from toolserver import jsonio
 from toolserver.errors import ToolFailure
 
-ARGUMENT_STYLES = ("strict", "qwen-agent", "python")
+
+class ArgumentStyle(StrEnum):
+    """How a profile's system reads a call's arguments (the module docstring says what each does)."""
+
+    STRICT = "strict"
+    QWEN_AGENT = "qwen-agent"
+    PYTHON = "python"
+
+
 JSON5_MAX_CHARS = 1_000_000  # json5 is pure Python: a fallback for model-written arguments, not megabytes
 
 
-def read_arguments(style: str, tool_name: str, raw: Any, schema: Callable[[], dict[str, Any]]) -> Any:
+def read_arguments(style: ArgumentStyle | str, tool_name: str, raw: Any, schema: Callable[[], dict[str, Any]]) -> Any:
     """The arguments as a dict (any JSON value for `python`), or ToolFailure with the text the system would
     show the model. `schema` gives the tool's JSON schema, for the styles that validate against it."""
-    if style == "qwen-agent":
+    if style == ArgumentStyle.QWEN_AGENT:
         return _qwen_agent(tool_name, raw, schema())
-    if style == "python" and not isinstance(raw, str):
+    if style == ArgumentStyle.PYTHON and not isinstance(raw, str):
         return raw
     return _strict(tool_name, raw)
 

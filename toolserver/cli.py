@@ -24,12 +24,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from toolserver.api import create_app
     from toolserver.logs import configure_logging, logging_config
+    from toolserver.plugins import PluginError
     from toolserver.serving import DrainingServer
 
     settings = _settings(args)
     level = settings.log_level
     configure_logging(settings.log_format, level)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except PluginError as exc:  # a broken environment stops the server, saying which one
+        print(f"toolserver serve: {exc}", file=sys.stderr)
+        return 2
     # One process owns its in-memory sessions: scale out with replicas (and the Redis store), not workers.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=logging_config(
         settings.log_format, level), log_level=level, access_log=False,
@@ -116,7 +121,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for path in args.paths:
         names: list[str | None] = [args.filename]
         if path.is_dir() and args.filename is None:
-            names = sorted(scan_image_folder(path)) or [None]
+            names = [*sorted(scan_image_folder(path))] or [None]
         for name in names:
             try:
                 document, source = library.open(path, name)

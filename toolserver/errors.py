@@ -6,7 +6,7 @@ Tool-level failures are never exceptions that leave the core: they become `ToolR
 from __future__ import annotations
 
 
-class ToolServerError(Exception):
+class ServiceError(Exception):
     status = 500
     code = "internal_error"
 
@@ -17,7 +17,7 @@ class ToolServerError(Exception):
             self.code = code
 
 
-class BadRequest(ToolServerError):
+class BadRequest(ServiceError):
     status = 422
     code = "invalid_request"
 
@@ -26,27 +26,27 @@ class ImageRejected(BadRequest):
     code = "invalid_image"
 
 
-class NotFound(ToolServerError):
+class NotFound(ServiceError):
     status = 404
     code = "not_found"
 
 
-class Conflict(ToolServerError):
+class Conflict(ServiceError):
     status = 409
     code = "conflict"
 
 
-class SessionGone(ToolServerError):
+class SessionGone(ServiceError):
     status = 410
     code = "session_gone"
 
 
-class TooLarge(ToolServerError):
+class TooLarge(ServiceError):
     status = 413
     code = "too_large"
 
 
-class Overloaded(ToolServerError):
+class Overloaded(ServiceError):
     status = 429
     code = "overloaded"
 
@@ -55,7 +55,7 @@ class Overloaded(ToolServerError):
         self.retry_after_s = retry_after_s
 
 
-class Unavailable(ToolServerError):
+class Unavailable(ServiceError):
     status = 503
     code = "unavailable"
 
@@ -64,12 +64,12 @@ class Unavailable(ToolServerError):
         self.retry_after_s = retry_after_s
 
 
-class Unauthorized(ToolServerError):
+class Unauthorized(ServiceError):
     status = 401
     code = "unauthorized"
 
 
-class Forbidden(ToolServerError):
+class Forbidden(ServiceError):
     status = 403
     code = "forbidden"
 

@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from toolserver import __version__
 from toolserver.core import Core, format_validation_error
-from toolserver.errors import SessionGone, ToolServerError
+from toolserver.errors import ServiceError, SessionGone
 from toolserver.models import CreateSessionRequest, ImageInput, OutputSettings, ToolResult
 from toolserver.profiles import get_profile
 from toolserver.schema import parameters_schema
@@ -104,7 +104,7 @@ class McpEndpoint:
             mcp_session = headers.get(MCP_SESSION_HEADER.encode(), b"").decode("latin-1")
             session_id = self.sessions.pop(mcp_session, None)
             if session_id is not None:
-                with contextlib.suppress(ToolServerError):
+                with contextlib.suppress(ServiceError):
                     await self.core.release(session_id)
 
     # -- handlers ----------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ class McpEndpoint:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         try:
             entries = self.core.list_tools(self._profile(ctx))
-        except ToolServerError as exc:
+        except ServiceError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
         tools = [types.Tool(name=e["function"]["name"], description=e["function"]["description"],
                             input_schema=e["function"]["parameters"]) for e in entries]
@@ -154,7 +154,7 @@ class McpEndpoint:
         arguments = dict(params.arguments or {})
         try:
             get_profile(profile)
-        except ToolServerError as exc:
+        except ServiceError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
         if mcp_session is None:
             return await self._stateless_call(profile, params.name, arguments)
@@ -169,7 +169,7 @@ class McpEndpoint:
                 self.sessions.pop(mcp_session, None)
                 if attempt:
                     raise
-            except ToolServerError as exc:
+            except ServiceError as exc:
                 return _error(f"Error: {exc.message}")
         raise AssertionError("unreachable")
 
@@ -180,10 +180,10 @@ class McpEndpoint:
         session_id = await self._new_session(profile)
         try:
             return _content(await self.core.call_tool(session_id, name, arguments))
-        except ToolServerError as exc:
+        except ServiceError as exc:
             return _error(f"Error: {exc.message}")
         finally:
-            with contextlib.suppress(ToolServerError):
+            with contextlib.suppress(ServiceError):
                 await self.core.release(session_id)
 
     async def _load_image(self, session_id: str, arguments: dict[str, Any]) -> types.CallToolResult:

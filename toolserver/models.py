@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolserver.documents.sources import FILENAME_PATTERN
 from toolserver.geometry import (
     QWEN_FACTOR,
     QWEN_MAX_PIXELS,
@@ -19,6 +18,9 @@ from toolserver.geometry import (
     Coords,
     ViewRule,
 )
+
+# A document's id (its `filename`): what ARM-Thinker's page files are named by, safe as a path component.
+FILENAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
 class ViewSettings(BaseModel):
@@ -278,8 +280,9 @@ class ToolCallsResponse(BaseModel):
 
 class ActRequest(BaseModel):
     text: str = Field(description="The model's raw output.")
-    format: Literal["auto", "hermes", "groundlight", "mags-rl", "mgpo", "mini-o3", "qwen-agent", "deepeyes",
-                    "pixel-reasoner"] = Field(default="auto", description="`auto`: the session profile's own format.")
+    # One of `auto` and the registered call formats (`toolserver.formats.FORMATS`): checked by the core, and
+    # listed as this field's enum in the OpenAPI document when the app is built (plugins' formats included).
+    format: str = Field(default="auto", description="`auto`: the session profile's own format.")
 
 
 class ActResponse(BaseModel):

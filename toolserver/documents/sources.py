@@ -15,11 +15,12 @@ from pathlib import Path
 
 from PIL import Image
 
+from toolserver.models import FILENAME_PATTERN
+
 # ARM-Thinker's page-image extensions, in its lookup order (seed_impls.md §1.3).
 PAGE_IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp")
 _PAGE_FILE = re.compile(r"^(?P<name>.+)_(?P<page>\d+)(?P<ext>\.(?:jpg|jpeg|png|webp))$", re.IGNORECASE)
 # Document ids become file names ({filename}_{page}.jpg): keep them to a safe, portable alphabet.
-FILENAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _FILENAME = re.compile(FILENAME_PATTERN)
 # PDFium is not thread-safe; pypdfium2 documents one lock around all calls.
 PDFIUM_LOCK = threading.Lock()

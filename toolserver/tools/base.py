@@ -18,9 +18,9 @@ from pydantic import BaseModel
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
+from toolserver.memorymap import ImageEntry, SessionMap, find_image
 from toolserver.pool import LaneName
 from toolserver.schema import parameters_schema
-from toolserver.session import ImageEntry, Session, find_image
 
 if TYPE_CHECKING:
     from toolserver.documents.library import DocumentLibrary
@@ -65,11 +65,10 @@ class ToolContext:
     new_views: list[tuple[ImageEntry, str, Image.Image]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, session: Session, **services: Any) -> ToolContext:
+    def of(cls, session: SessionMap, **services: Any) -> ToolContext:
         assert session.settings.coords is not None  # filled from the profile at creation
-        # A copy of in-memory texts (they may change during the call); Redis texts are read on demand.
-        texts = dict(session.texts) if isinstance(session.texts, dict) else session.texts
-        return cls(session.id, tuple(session.images), texts, session.settings.coords,
+        # What the call may read while texts are added beside it: a copy in memory, a read-on-demand view remotely.
+        return cls(session.id, tuple(session.images), session.texts.copy(), session.settings.coords,
                    session.observations, **services)
 
     def observation_key(self, offset: int = 0) -> str:
@@ -124,9 +123,11 @@ def _generated_schema(args_model: type[BaseModel]) -> dict[str, Any]:
 class Tool:
     """Subclasses set `name`, `description`, `Args`, and implement `run`."""
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    Args: ClassVar[type[BaseModel]]
+    # Plain attributes, usually set on the class: a few tools (validators, document retrieval) build their
+    # name, description or arguments model per instance.
+    name: str
+    description: str
+    Args: type[BaseModel]
     # Seed profiles reproduce their own validation order and message texts, so they receive the raw
     # arguments dict; the schema still comes from `Args`.
     raw_arguments: ClassVar[bool] = False

@@ -1,6 +1,7 @@
 """ARM-Thinker's document tools, `doc_page_retrieval_by_query` and `doc_page_retrieval_by_index`.
 
-Validation order, texts and page presentation are ARM-Thinker's (seed_impls.md §1.3): top 5 pages,
+Validation order, texts and page presentation are ARM-Thinker's (InternLM/ARM-Thinker @ 96b1baf,
+`verl/tools/doc_page_tools.py`): top 5 pages,
 de-duplicated in rank order, each shrunk to a long side of 1120, stitched left to right on white with
 8-px gaps, the whole capped at 80 MP; page indices are 1-based. The ranking behind `by_query` is this
 server's fusion of what is installed (`toolserver.documents.library`), not CLIP alone.

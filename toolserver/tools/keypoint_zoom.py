@@ -10,13 +10,35 @@ from __future__ import annotations
 
 import math
 
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import CoordError, point_to_original
+from toolserver.imaging import resize_exact
+from toolserver.tools.args import COORD_PHRASES, Coordinate, ImageRef
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
-from toolserver.tools.groundlight import upscale_to, window_box
-from toolserver.tools.zoom_in import COORD_PHRASES, Coordinate, ImageRef
+
+WINDOW = 400  # Groundlight's window side, in pixels
+
+
+def window_box(x: int, y: int, width: int, height: int, size: int = WINDOW) -> tuple[int, int, int, int]:
+    """A `size`-square box centred on (x, y), shifted (never shrunk) to stay inside; an image smaller than the
+    window gives its full extent on that side."""
+    left, top = x - size // 2, y - size // 2
+    if left + size > width:
+        left = width - size
+    if top + size > height:
+        top = height - size
+    left, top = max(0, left), max(0, top)
+    return left, top, min(left + size, width), min(top + size, height)
+
+
+def upscale_to(crop: Image.Image, long_side: int) -> Image.Image:
+    """The crop enlarged (LANCZOS) so its long side is `long_side`, the other side rounded, at least 1."""
+    w, h = crop.size
+    short = max(1, round(long_side * min(w, h) / max(w, h)))
+    return resize_exact(crop, (long_side, short) if w >= h else (short, long_side), Image.Resampling.LANCZOS)
 
 
 class KeypointZoomArgs(BaseModel):
@@ -33,7 +55,7 @@ class KeypointZoom(Tool):
                    "inside the image), enlarged for a closer look. Useful to read text or identify small objects.")
     Args = KeypointZoomArgs
 
-    def __init__(self, window: int = 400):
+    def __init__(self, window: int = WINDOW):
         self.window = window
 
     def run(self, ctx: ToolContext, args: KeypointZoomArgs) -> ToolOutput:

@@ -12,18 +12,18 @@ bicubic resize. Without installed weights the glass still works with bicubic res
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import CoordError, integer_box, to_original
+from toolserver.tools.args import COORD_PHRASES, ImageRef
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.enlarge import check_crop_size, enlarge_all
-from toolserver.tools.zoom_in import COORD_PHRASES, ImageRef
 
 MAX_AREA_FRACTION = 0.4
-MAGS_RL_SCALE = 4
+DEFAULT_SCALE: Final = 4  # Mags-RL's magnifying glass enlarges x4
 
 
 class MagnifyArgs(BaseModel):
@@ -34,7 +34,7 @@ class MagnifyArgs(BaseModel):
         min_length=1,
         description="Boxes [[x1, y1, x2, y2], ...] to magnify, in {coords}; each smaller than 40% of the image.",
     )
-    scale: Literal[2, 3, 4] = Field(default=MAGS_RL_SCALE, description="Enlargement factor. {sr_scales}")
+    scale: Literal[2, 3, 4] = Field(default=DEFAULT_SCALE, description="Enlargement factor. {sr_scales}")
 
 
 class Magnify(Tool):

@@ -13,8 +13,8 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
+from toolserver.tools.args import ImageRef
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
-from toolserver.tools.zoom_in import ImageRef
 
 MAX_ROTATED_PIXELS = 200_000_000  # an expanded canvas grows up to 2x: refuse what would not fit in memory
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolserver.tools.args import ImageRef
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
-from toolserver.tools.zoom_in import ImageRef
 
 MAX_SELECTED = 32
 

@@ -15,9 +15,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
+from toolserver.tools.args import Coordinate, ImageRef, fmt_box
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.enlarge import check_crop_size, enlarge_all
-from toolserver.tools.zoom_in import Coordinate, ImageRef, ZoomIn, fmt_box
+from toolserver.tools.zoom_in import ZoomIn
 
 # Box mapping and clamping as zoom_in does it, without the minimum-size expansion or the aspect limit.
 _BOXES = ZoomIn(min_side=1, max_aspect=math.inf)

@@ -15,27 +15,13 @@ cut from the original image. Steps, each with a model-readable failure:
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
-from toolserver.geometry import CoordError, Coords, expand_to_min_side, integer_box, to_original
+from toolserver.geometry import CoordError, expand_to_min_side, integer_box, to_original
+from toolserver.tools.args import COORD_PHRASES, Coordinate, ImageRef, fmt_box
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
-
-ImageRef = Annotated[
-    str | int,
-    Field(description="The image: its key (e.g. `original_image`, `observation_1`) or its 0-based index."),
-]
-Coordinate = Annotated[float, Field(allow_inf_nan=False)]
-
-COORD_PHRASES = {
-    Coords.REL1000: "relative coordinates from 0 to 1000 on each axis",
-    Coords.REL1: "relative coordinates from 0 to 1 on each axis",
-    Coords.ABS_VIEW: "absolute pixel coordinates on the image as you see it",
-    Coords.ABS_ORIGINAL: "absolute pixel coordinates on the original image",
-}
 
 
 class ZoomInArgs(BaseModel):
@@ -48,10 +34,6 @@ class ZoomInArgs(BaseModel):
         description="Bounding box [x1, y1, x2, y2]: (x1, y1) top-left, (x2, y2) bottom-right, in {coords}.",
     )
     label: str | None = Field(default=None, description="Optional name of the object in the box.")
-
-
-def fmt_box(box: tuple[int, ...]) -> str:
-    return "[" + ", ".join(str(v) for v in box) + "]"
 
 
 class ZoomIn(Tool):

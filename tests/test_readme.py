@@ -1,0 +1,67 @@
+"""The README's tables and layout section against the tree and the registries: a profile, tool, call format,
+setting or module added without its line in the README fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from toolserver.config import Settings
+from toolserver.formats import FORMATS
+from toolserver.profiles import PROFILES
+from toolserver.registry import BUILTIN
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+# Packages whose every module the layout section names: the ones that grow with environments and features.
+NAMED_MODULES = ("core", "profiles", "formats", "tools", "stores", "api", "api/routers")
+
+
+def section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:end if end != -1 else None]
+
+
+def builtin_profiles() -> list[str]:
+    return [name for name in PROFILES if PROFILES.source(name) == BUILTIN]
+
+
+def test_the_profile_table_lists_every_builtin_profile_in_order():
+    rows = [line for line in section("Profiles").splitlines() if line.startswith("| `")]
+    assert [re.match(r"\| `([^`]+)`", row).group(1) for row in rows] == builtin_profiles()
+
+
+def test_every_tool_alias_and_format_is_named():
+    named = set(re.findall(r"`([A-Za-z0-9_.-]+)`", README))
+    for name in builtin_profiles():
+        profile = PROFILES[name]
+        missing = (set(profile.tools) | set(profile.aliases)) - named
+        assert not missing, f"README never names the tools {sorted(missing)} of profile {name!r}"
+    for fmt in FORMATS:
+        assert fmt in named or f'"format": "{fmt}"' in README, f"README never names the call format {fmt!r}"
+
+
+def test_the_configuration_table_has_every_setting():
+    table = section("Configuration")
+    listed = set()
+    for row in table.splitlines():
+        if row.startswith("| `"):
+            listed |= set(re.findall(r"`([A-Z0-9_]+)`", row.split("|")[1]))
+    assert listed == {name.upper() for name in Settings.model_fields}
+
+
+def test_the_layout_section_matches_the_tree():
+    layout = section("Layout")
+    for path in re.findall(r"`(toolserver/[^`]*)`", layout):
+        assert (ROOT / path).exists(), f"the layout names {path}, which does not exist"
+    package = ROOT / "toolserver"
+    for entry in sorted(package.iterdir()):
+        if entry.name.startswith(("_", ".")):
+            continue
+        shown = f"toolserver/{entry.name}" + ("/" if entry.is_dir() else "")
+        assert f"`{shown}" in layout, f"the layout section does not mention {shown}"
+    for sub in NAMED_MODULES:
+        for module in sorted((package / sub).glob("*.py")):
+            if module.name != "__init__.py":
+                assert f"`{module.name}`" in layout, f"the layout section does not name toolserver/{sub}/{module.name}"

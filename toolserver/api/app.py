@@ -1,0 +1,136 @@
+"""`create_app`: the FastAPI application over one `Core`, laid out as FastAPI's "bigger applications" guide
+describes: the routers (one per resource) included here, with the error handlers, the API-key check, the
+middleware and the OpenAPI document's hand-described parts.
+
+Protocol problems are HTTP errors (`{"detail", "code"}` bodies); tool-level failures are 200 with `ok:false` in
+the ToolResult, so an RL loop can feed them back to the model.
+"""
+
+from __future__ import annotations
+
+import hmac
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.routing import Route
+
+from toolserver import __version__
+from toolserver.api.bodies import BoundedJSONRoute, error_body
+from toolserver.api.routers import documents, inspection, operations, sessions, tools
+from toolserver.api.routers.operations import UI_FILES
+from toolserver.config import Settings
+from toolserver.core import Core
+from toolserver.errors import ServiceError, Unauthorized
+from toolserver.formats import FORMATS
+from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext, internal_error_body
+from toolserver.models import AddImagesRequest, CreateSessionRequest, IngestPathRequest
+
+OPEN_PATHS = {"/healthz", "/readyz", "/docs", "/openapi.json", "/redoc", "/ui", *(f"/ui/{f}" for f in UI_FILES)}
+
+DESCRIPTION = """
+Tools for vision-language models that think with images: zoom into a box, look back at an earlier
+image, and more, served per session over an indexed memory map of images and texts.
+
+Upload an image once (`POST /v1/sessions`), then call tools by key or index. Tool-level failures
+(a bad box, an unknown image) come back as `ok:false` with text the model can read; HTTP errors are
+for protocol problems only: 401, 404 unknown session, 410 expired or evicted session, 413 too large,
+422 malformed request, 429/503 overload with `Retry-After` (503 also while the session store is unreachable or
+the server is shutting down: retry, another replica may answer). Every response carries `X-Request-ID`.
+"""
+
+
+def create_app(settings: Settings | None = None, core: Core | None = None) -> FastAPI:
+    core = core or Core(settings)
+    settings = core.settings
+    mcp = None
+    if settings.mcp_enabled:
+        from toolserver.mcp_server import McpEndpoint  # the mcp SDK costs import time; only when served
+
+        mcp = McpEndpoint(core, idle_timeout_s=settings.mcp_idle_timeout_s,
+                          allowed_hosts=settings.mcp_allowed_hosts or None)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        await core.start()
+        try:
+            if mcp is None:
+                yield
+            else:
+                async with mcp.run():
+                    yield
+        finally:
+            await core.stop()
+
+    app = FastAPI(title="toolserver", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.router.route_class = BoundedJSONRoute
+    app.state.core = core
+    app.state.gate = gate = DrainGate()
+    if mcp is not None:
+        # A plain route (not a Mount) so that `/mcp` itself answers, without a redirect to `/mcp/`.
+        app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"],
+                                       include_in_schema=False))
+    _add_error_handlers(app, core)
+    if settings.api_keys:
+        _add_api_key_check(app, settings.api_keys)
+    for module in (sessions, inspection, tools, documents, operations):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
+                       overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(ProcessTime)
+    app.add_middleware(RequestContext, gate=gate, retry_after_s=settings.retry_after_s)  # outermost
+    return app
+
+
+def _error_response(exc: ServiceError) -> JSONResponse:
+    headers = {}
+    if hasattr(exc, "retry_after_s"):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(error_body(exc), status_code=exc.status, headers=headers)
+
+
+def _add_error_handlers(app: FastAPI, core: Core) -> None:
+    @app.exception_handler(ServiceError)
+    async def _on_error(_request: Request, exc: ServiceError) -> JSONResponse:
+        if exc.status == 429:
+            core.metrics.overloaded.inc()
+        return _error_response(exc)
+
+    @app.exception_handler(Exception)
+    async def _on_bug(_request: Request, _exc: Exception) -> JSONResponse:
+        return JSONResponse(internal_error_body(), status_code=500)  # logged by RequestContext, with the id
+
+
+def _add_api_key_check(app: FastAPI, api_keys: list[str]) -> None:
+    keys = [k.encode() for k in api_keys]
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        if request.url.path not in OPEN_PATHS:
+            header = request.headers.get("authorization", "")
+            token = header[7:].encode() if header.lower().startswith("bearer ") else b""
+            # Compare against every key, always, in constant time per key.
+            if not any([hmac.compare_digest(token, k) for k in keys]):
+                return _error_response(Unauthorized("missing or invalid API key"))
+        return await call_next(request)
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, with what FastAPI cannot see: the models of the bodies read by hand (the
+    multipart-or-JSON endpoints refer to them), and `/act`'s `format` enum from the call-format registry."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in (CreateSessionRequest, AddImagesRequest, IngestPathRequest):
+            model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in model_schema.pop("$defs", {}).items():
+                components.setdefault(name, definition)
+            components.setdefault(model.__name__, model_schema)
+        components["ActRequest"]["properties"]["format"]["enum"] = ["auto", *FORMATS]
+        app.openapi_schema = schema
+    return app.openapi_schema

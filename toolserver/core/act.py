@@ -1,0 +1,45 @@
+"""`/act`: a model's raw turn in, the observation out. The session's call format (or the one named) finds the
+calls, its turn rule says which run and when the turn stops, and it renders what the system feeds back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolserver.core.calls import ToolCalls
+from toolserver.core.results import failure
+from toolserver.formats import get_format
+from toolserver.formats.base import NO_TOOL_CALL, Parsed
+from toolserver.models import ActResponse, ToolResult
+from toolserver.profiles import get_profile
+
+
+async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "") -> ActResponse:
+    """Find the tool calls in raw model output, run them, and render the observation."""
+    session = await calls.services.store.get(session_id)
+    call_format = get_profile(session.settings.profile).format if fmt == "auto" else get_format(fmt)
+    parsed = call_format.read(text)
+    turn = call_format.turn
+    records: list[dict[str, Any]] = []
+    results: list[ToolResult] = []
+    if not turn.errors_last:
+        _add_parser_results(parsed, records, results)
+    for call in parsed.calls:
+        records.append({"name": call.name, "arguments": call.arguments, "error": None})
+        results.append(await calls.call_tool(session_id, call.name, call.arguments, base_url=base_url))
+        if turn.stop_at_failure and not results[-1].ok:
+            break
+    if turn.errors_last and all(r.ok for r in results):  # a broken call is reached after those before it
+        _add_parser_results(parsed, records, results)
+    results = call_format.finish(results)
+    done = parsed.done if parsed.done is not None else not (parsed.calls or parsed.errors or parsed.notices)
+    return ActResponse(format=call_format.name, calls=records, results=results, done=done,
+                       observation=call_format.observation(results), prompt=call_format.prompt(results))
+
+
+def _add_parser_results(parsed: Parsed, records: list[dict[str, Any]], results: list[ToolResult]) -> None:
+    for notice in parsed.notices:
+        records.append({"name": None, "arguments": None, "error": notice})
+        results.append(failure("parser", notice, NO_TOOL_CALL))
+    for error in parsed.errors:
+        records.append({"name": None, "arguments": None, "error": error})
+        results.append(failure("parser", error, "parse_error"))

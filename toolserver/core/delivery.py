@@ -1,0 +1,149 @@
+"""Delivery: a tool's images encoded as the session asks (inline base64, a `ref` URL, a file `path`), registered
+as the session's next observations, and read back later (bytes, thumbnails).
+
+`run_and_encode` runs in a worker thread, so encoding never blocks the event loop; registration happens on the
+loop afterwards, so a call that timed out or whose session ended changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pybase64
+from PIL import Image
+
+from toolserver.core.results import failure
+from toolserver.core.wiring import Services
+from toolserver.errors import BadRequest, NotFound, TooLarge, ToolFailure
+from toolserver.imaging import OUTPUT_FORMATS, encode_image
+from toolserver.memorymap import ImageEntry, SessionMap, compute_view
+from toolserver.models import ErrorInfo, ResultImage, ToolResult
+from toolserver.tools.base import Tool, ToolContext, ToolOutput
+
+
+@dataclass(frozen=True)
+class Delivered:
+    mime: str
+    data: str | None = None  # base64 of the encoded image, for inline delivery (encoded off the event loop)
+    path: str | None = None
+
+
+class Delivery:
+    def __init__(self, services: Services):
+        self.services = services
+        self.settings = services.settings
+
+    def encode(self, img: Image.Image | ImageEntry, fmt: str) -> bytes:
+        """Encode for output (in a worker thread: an entry's pixels may first have to be loaded)."""
+        s = self.settings
+        if isinstance(img, ImageEntry):
+            img = img.pixels
+        return encode_image(img, fmt, png_level=s.png_compress_level, jpeg_quality=s.jpeg_quality,
+                            webp_quality=s.webp_quality, png_encoder=s.png_encoder)
+
+    def run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str, delivery: str,
+                       store_png: bool) -> tuple[ToolOutput, list[Delivered], list[bytes | None]]:
+        """Runs in a worker thread: the tool itself, then the encodings its delivery (and the store) need."""
+        try:
+            output = tool.run(ctx, args)
+        except ToolFailure as exc:
+            return ToolOutput.failure(exc.text, exc.code), [], []
+        delivered = []
+        stored: list[bytes | None] = []
+        for offset, (img, entry) in enumerate(output.returned()):
+            data = None
+            if delivery != "ref":
+                if entry is not None and entry.is_input and entry.source_mime is not None and delivery == "inline":
+                    # An input returned again: its uploaded bytes are exact and cost no encoding.
+                    data, mime = entry.source_bytes or b"", entry.source_mime or "application/octet-stream"
+                else:
+                    data, mime = self.encode(img, fmt), OUTPUT_FORMATS[fmt]
+                if delivery == "inline":
+                    delivered.append(Delivered(mime=mime, data=pybase64.b64encode_as_string(data)))
+                else:
+                    path = self._write_output(ctx.session_id, ctx.observation_key(offset), fmt, data)
+                    delivered.append(Delivered(mime=mime, path=str(path)))
+            if store_png and entry is None:  # new pixels, kept losslessly (reused images are stored already)
+                stored.append(data if data is not None and fmt == "png" else self.encode(img, "png"))
+            else:
+                stored.append(None)
+        return output, delivered, stored
+
+    def _write_output(self, session_id: str, key: str, fmt: str, data: bytes) -> Path:
+        directory = self.settings.resolved_output_dir().resolve() / session_id
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{key}.{'jpg' if fmt == 'jpeg' else fmt}"
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        return path
+
+    async def register_output(self, session: SessionMap, name: str, output: ToolOutput,
+                              delivered: list[Delivered], stored: list[bytes | None], base_url: str) -> ToolResult:
+        new_entries = []
+        for offset, (img, source) in enumerate(output.returned()):
+            view, view_error = compute_view(session.view_rule, img.size)
+            new_entries.append(ImageEntry(
+                key=session.observation_key(offset), index=-1, origin=f"tool:{name}", pixels=img,
+                view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
+            ))
+        try:
+            await self.services.store.add_images(session, new_entries, stored, observations=len(new_entries))
+        except TooLarge as exc:
+            return failure(name, f"Error: {exc.message}", "session_full")
+        images = []
+        fmt = session.settings.output.format
+        for i, entry in enumerate(new_entries):
+            out = ResultImage(key=entry.key, index=entry.index, width=entry.size[0], height=entry.size[1],
+                              mime=OUTPUT_FORMATS[fmt])
+            if i < len(delivered):
+                out.mime = delivered[i].mime
+                out.data = delivered[i].data
+                out.path = delivered[i].path
+            if session.settings.output.delivery == "ref":
+                out.url = f"{base_url}/v1/sessions/{session.id}/images/{entry.key}"
+            images.append(out)
+        error = None if output.ok else ErrorInfo(code=output.error_code or "tool_error", message=output.text)
+        return ToolResult(ok=output.ok, tool=name, text=output.text, images=images, error=error, meta=output.meta)
+
+    async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]:
+        """An image's bytes: inputs as uploaded, tool images in the session's output format."""
+        store = self.services.store
+        session = await store.get(session_id)
+        entry = image_by_ref(session, key)
+        if fmt is None and entry.is_input and entry.source_mime is not None:  # a video frame may have no source
+            return await store.read_source(session, entry), entry.source_mime
+        fmt = fmt or session.settings.output.format
+        if fmt not in OUTPUT_FORMATS:
+            raise BadRequest(f"format must be one of {list(OUTPUT_FORMATS)}")
+        data = await store.cached_encoding(session, entry, fmt)
+        if data is None:
+            data = await self.services.pool.run(self.encode, entry, fmt)
+            await store.keep_encoding(session, entry, fmt, data)
+        return data, OUTPUT_FORMATS[fmt]
+
+    async def thumbnail(self, session_id: str, key: str, max_side: int) -> bytes:
+        """A JPEG no larger than `max_side` on its long side (a page showing fifty images stays light)."""
+        session = await self.services.store.get(session_id)
+        entry = image_by_ref(session, key)
+        return await self.services.pool.run(_thumbnail, entry, max_side, self.settings.jpeg_quality)
+
+
+def image_by_ref(session: SessionMap, key: str) -> ImageEntry:
+    """An image named in a URL: its key, or its index written as digits; 404 otherwise."""
+    entry = session.resolve(int(key) if key.isdigit() else key)
+    if entry is None:
+        raise NotFound(f"no image {key!r} in this session; images: {session.keys}", code="unknown_image")
+    return entry
+
+
+def _thumbnail(entry: ImageEntry, max_side: int, quality: int) -> bytes:
+    image = entry.pixels
+    width, height = image.size
+    if max(width, height) > max_side:  # the aspect ratio kept, at least 1 px a side
+        scale = max_side / max(width, height)
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=3.0)
+    return encode_image(image, "jpeg", jpeg_quality=quality)

@@ -1,0 +1,168 @@
+"""`Core`: the one object every adapter (HTTP, MCP, tests) calls. No HTTP here.
+
+A facade over the jobs it wires together: intake (sessions, images, videos, texts), tool calls and their delivery,
+`/act` through the call formats, inspection, documents, validation and readiness. Errors that are the caller's
+protocol problem are raised as `ServiceError` subclasses; tool-level failures come back as `ToolResult(ok=False)`
+with model-readable text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from toolserver.config import Settings
+from toolserver.core.act import act
+from toolserver.core.calls import ToolCalls
+from toolserver.core.delivery import Delivery
+from toolserver.core.documents import Documents
+from toolserver.core.inspection import Inspection
+from toolserver.core.intake import Intake, RawImage
+from toolserver.core.readiness import Readiness, readiness
+from toolserver.core.wiring import Services
+from toolserver.errors import TooLarge
+from toolserver.geometry import Coords
+from toolserver.models import (
+    ActResponse,
+    AddedImages,
+    CreateSessionRequest,
+    DocumentInfo,
+    ImageInput,
+    OpenAIToolCall,
+    SessionCreated,
+    SessionInfo,
+    SessionList,
+    ToolCallsResponse,
+    ToolResult,
+    Trajectory,
+    ValidateItem,
+    ValidateResponse,
+)
+from toolserver.plugins import load_plugins
+from toolserver.profiles import get_profile
+from toolserver.validation.batch import validate_items
+
+
+class Core:
+    def __init__(self, settings: Settings | None = None):
+        load_plugins()  # installed environments join the registries before any profile is looked up
+        self.settings = settings or Settings()
+        self.services = Services.build(self.settings)
+        self.store = self.services.store
+        self.pool = self.services.pool
+        self.sr = self.services.sr
+        self.documents = self.services.documents  # the library itself (shared by all sessions)
+        self.metrics = self.services.metrics
+        self._intake = Intake(self.services)
+        self._delivery = Delivery(self.services)
+        self._calls = ToolCalls(self.services, self._delivery)
+        self._inspection = Inspection(self.services)
+        self._documents = Documents(self.documents, self.settings)
+        self.started = time.time()
+        self._sweeper: asyncio.Task | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep_forever())
+        if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.has_documents():
+            # Loading sentence-transformers takes seconds: do it before the first query needs it.
+            threading.Thread(target=self.documents.warm_up, name="toolserver-doc-warmup", daemon=True).start()
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        self.pool.shutdown()
+        self.sr.close()
+        self.documents.close()
+        await self.store.close()
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.sweep_interval_s)
+            self.store.sweep()
+
+    async def readiness(self, *, draining: bool = False) -> Readiness:
+        return await readiness(self.services, draining=draining)
+
+    # -- sessions and intake ---------------------------------------------------------------------
+    async def create_session(self, request: CreateSessionRequest | None = None,
+                             raw_images: Sequence[RawImage] = ()) -> SessionCreated:
+        return await self._intake.create_session(request, raw_images)
+
+    async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
+                         raw_images: Sequence[RawImage] = ()) -> AddedImages:
+        return await self._intake.add_images(session_id, images, raw_images)
+
+    async def add_texts(self, session_id: str, texts: dict[str, str] | list[str]) -> list[str]:
+        return await self._intake.add_texts(session_id, texts)
+
+    async def release(self, session_id: str) -> None:
+        await self.store.release(session_id)
+
+    # -- inspection: what the model saw -------------------------------------------------------------
+    async def session_info(self, session_id: str) -> SessionInfo:
+        return await self._inspection.session_info(session_id)
+
+    async def trajectory(self, session_id: str) -> Trajectory:
+        return await self._inspection.trajectory(session_id)
+
+    async def list_sessions(self, offset: int = 0, limit: int = 50) -> SessionList:
+        return await self._inspection.list_sessions(offset, limit)
+
+    async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]:
+        return await self._delivery.image_bytes(session_id, key, fmt)
+
+    async def thumbnail(self, session_id: str, key: str, max_side: int) -> bytes:
+        return await self._delivery.thumbnail(session_id, key, max_side)
+
+    # -- tools ----------------------------------------------------------------------------------
+    def list_tools(self, profile: str = "default", *, strict: bool = False,
+                   coords: Coords | None = None) -> list[dict[str, Any]]:
+        return get_profile(profile).openai_tools(strict=strict, coords=coords, subs=self.capability_phrases())
+
+    def capability_phrases(self) -> dict[str, str]:
+        return self.services.capability_phrases()
+
+    async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
+                        *, base_url: str = "") -> ToolResult:
+        return await self._calls.call_tool(session_id, name, arguments, base_url=base_url)
+
+    async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
+                                 image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:
+        return await self._calls.execute_tool_calls(session_id, tool_calls, image_message, base_url=base_url)
+
+    async def act(self, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "") -> ActResponse:
+        return await act(self._calls, session_id, text, fmt, base_url=base_url)
+
+    async def validate(self, items: Sequence[ValidateItem]) -> ValidateResponse:
+        """Batch validation without a session (rewards): results in order, one error per bad item."""
+        if len(items) > self.settings.max_validate_items:
+            raise TooLarge(f"at most {self.settings.max_validate_items} items per validation request")
+        results = await self.pool.run(validate_items, items, self.settings.max_text_chars,
+                                      timeout=self.settings.tool_timeout_s)
+        self.metrics.validations.inc(len(items))
+        return ValidateResponse(results=results)
+
+    # -- documents (global, not per session) -------------------------------------------------------
+    async def ingest_document(self, *, data: bytes | None = None, upload_name: str = "document.pdf",
+                              path: str | None = None, filename: str | None = None,
+                              wait: bool = False) -> DocumentInfo:
+        return await self._documents.ingest(data=data, upload_name=upload_name, path=path, filename=filename,
+                                            wait=wait)
+
+    def list_documents(self) -> list[DocumentInfo]:
+        return self._documents.list()
+
+    async def document(self, filename: str) -> DocumentInfo:
+        return await self._documents.get(filename)
+
+    async def delete_document(self, filename: str) -> None:
+        await self._documents.delete(filename)

@@ -1,0 +1,173 @@
+"""Intake: images, videos and texts into a session. Every input is decoded before anything is registered, so a
+refusal (413, 422) stores nothing; a video becomes its sampled frames, in its place among the inputs."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from toolserver.core.wiring import Services
+from toolserver.errors import BadRequest, ServiceError, TooLarge
+from toolserver.imaging import DecodedImage, decode_image, encode_png
+from toolserver.inputs import input_bytes
+from toolserver.memorymap import ImageEntry, SessionMap, compute_view, observation_number, plan_texts
+from toolserver.models import (
+    AddedImages,
+    CreateSessionRequest,
+    ImageInfo,
+    ImageInput,
+    SessionCreated,
+    SessionSettings,
+    VideoInfo,
+)
+from toolserver.profiles import get_profile
+from toolserver.video import DecodedVideo, VideoLimits, decode_video, looks_like_video
+
+
+@dataclass(frozen=True)
+class RawImage:
+    """Bytes that arrived as they are (multipart upload), with an optional key and, for a video, its sampling."""
+
+    data: bytes
+    key: str | None = None
+    frames_per_second: float | None = None
+    max_frames: int | None = None
+
+
+@dataclass
+class Decoded:
+    """Decoded inputs in order (a video's frames in its place), and where each video's frames are."""
+
+    images: list[tuple[DecodedImage, str | None]]
+    videos: list[tuple[DecodedVideo, int]]  # the video and the position of its first frame in `images`
+
+    def video_infos(self, infos: list[ImageInfo]) -> list[VideoInfo]:
+        out = []
+        for video, start in self.videos:
+            keys = [info.key for info in infos[start:start + len(video.frames)]]
+            out.append(VideoInfo(keys=keys, timestamps_s=video.timestamps, duration_s=round(video.duration_s, 6),
+                                 source_fps=video.source_fps, width=video.width, height=video.height,
+                                 container=video.container, codec=video.codec))
+        return out
+
+
+class Intake:
+    def __init__(self, services: Services):
+        self.services = services
+        self.settings = services.settings
+
+    async def create_session(self, request: CreateSessionRequest | None = None,
+                             raw_images: Sequence[RawImage] = ()) -> SessionCreated:
+        request = request or CreateSessionRequest()
+        store = self.services.store
+        profile = get_profile(request.profile)
+        settings = SessionSettings(**request.model_dump(exclude={"images", "texts"}))
+        settings.coords = settings.coords or profile.coords
+        settings.view = settings.view or profile.view
+        ttl = min(settings.ttl_s or self.settings.default_ttl_s, self.settings.max_ttl_s)
+        # Decoded before the session exists: all or nothing.
+        decoded = await self.decode_all(request.images, raw_images, str(profile.alpha))
+        session = await store.create(settings, ttl)
+        try:
+            infos = await self.register_inputs(session, decoded.images)
+            texts = await self.add_texts_to(session, request.texts)
+        except BaseException:
+            with contextlib.suppress(ServiceError):
+                await store.release(session.id)
+            raise
+        self.services.metrics.sessions_created.inc()
+        return SessionCreated(session_id=session.id, profile=profile.name, images=infos, texts=texts,
+                              expires_in_s=ttl, videos=decoded.video_infos(infos))
+
+    async def add_images(self, session_id: str, images: Sequence[ImageInput] = (),
+                         raw_images: Sequence[RawImage] = ()) -> AddedImages:
+        store = self.services.store
+        session = await store.get(session_id)
+        decoded = await self.decode_all(images, raw_images, str(get_profile(session.settings.profile).alpha))
+        async with store.mutating(session_id) as session:  # may have expired while decoding
+            infos = await self.register_inputs(session, decoded.images)
+        return AddedImages(images=infos, videos=decoded.video_infos(infos))
+
+    async def add_texts(self, session_id: str, texts: dict[str, str] | list[str]) -> list[str]:
+        async with self.services.store.mutating(session_id) as session:
+            return await self.add_texts_to(session, texts)
+
+    async def decode_all(self, images: Sequence[ImageInput], raw_images: Sequence[RawImage],
+                         alpha: str = "white") -> Decoded:
+        """Every input decoded before anything is registered (all or nothing); videos become their frames."""
+        s, pool = self.settings, self.services.pool
+        items = list(raw_images)
+        for given in images:
+            items.append(RawImage(await input_bytes(given, s), given.key, given.frames_per_second, given.max_frames))
+        if len(items) > s.max_images_per_session:
+            raise TooLarge(f"at most {s.max_images_per_session} images per session")
+        decoded = Decoded([], [])
+        for item in items:
+            if looks_like_video(item.data):
+                video, frames = await pool.run(self._decode_video, item, lane="heavy")
+                decoded.videos.append((video, len(decoded.images)))
+                for n, frame in enumerate(frames, start=1):
+                    decoded.images.append((frame, f"{item.key}_frame_{n}" if item.key else None))
+                if len(decoded.images) > s.max_images_per_session:
+                    raise TooLarge(f"at most {s.max_images_per_session} images per session (a video's frames "
+                                   "count as images)")
+                continue
+            image = await pool.run(_decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha)
+            decoded.images.append((image, item.key))
+        return decoded
+
+    def _decode_video(self, item: RawImage) -> tuple[DecodedVideo, list[DecodedImage]]:
+        """The sampled frames, as decoded images whose source is a PNG (or nothing: see below)."""
+        s = self.settings
+        if len(item.data) > s.max_image_bytes:
+            raise TooLarge(f"the video is {len(item.data)} bytes, over the {s.max_image_bytes}-byte upload limit")
+        limits = VideoLimits(max_seconds=s.max_video_seconds, max_frames=s.max_video_frames,
+                             max_pixels=s.max_image_pixels, max_decoded_bytes=s.session_max_bytes)
+        video = decode_video(item.data, limits, fps=item.frames_per_second, max_frames=item.max_frames)
+        # A store that keeps bytes (Redis) stores each frame as a lossless PNG; the in-memory store keeps the
+        # pixels alone (a GET encodes them like a tool image's), which halves the intake's time.
+        keep_png = self.services.store.stores_encoded
+        frames = [DecodedImage(pixels=frame, source_format="PNG",
+                               source_bytes=encode_png(frame, encoder=s.png_encoder) if keep_png else None)
+                  for frame in video.frames]
+        return video, frames
+
+    async def register_inputs(self, session: SessionMap,
+                              decoded: list[tuple[DecodedImage, str | None]]) -> list[ImageInfo]:
+        if len(session.images) + len(decoded) > self.settings.max_images_per_session:
+            raise TooLarge(f"at most {self.settings.max_images_per_session} images per session")
+        keys: list[str] = []
+        taken = set(session.by_key)
+        for _, key in decoded:
+            if key is None:
+                key = session.next_input_key(taken)
+            elif key in taken:
+                raise BadRequest(f"image key {key!r} already exists in this session", code="duplicate_key")
+            taken.add(key)
+            keys.append(key)
+        entries = []
+        for (image, _), key in zip(decoded, keys, strict=True):
+            view, view_error = compute_view(session.view_rule, image.pixels.size)
+            entries.append(ImageEntry(key=key, index=-1, origin="input", pixels=image.pixels, view_size=view,
+                                      view_error=view_error, source_bytes=image.source_bytes,
+                                      source_mime=image.mime if image.source_bytes is not None else None))
+        # A trainer keeping ARM-Thinker's imgs_map may upload `observation_N` itself: the counter continues
+        # after the highest N present, so the next tool image is observation_{N+1} (never a duplicate key).
+        highest = max((observation_number(key) or 0 for key in keys), default=0)
+        await self.services.store.add_images(session, entries, [image.source_bytes for image, _ in decoded],
+                                             observations=max(0, highest - session.observations))
+        return [e.info() for e in entries]
+
+    async def add_texts_to(self, session: SessionMap, texts: dict[str, str] | list[str]) -> list[str]:
+        s = self.settings
+        items: list[tuple[str | None, str]] = (list(texts.items()) if isinstance(texts, dict)
+                                               else [(None, t) for t in texts])
+        named = plan_texts(session, items, max_texts=s.max_texts_per_session, max_chars=s.max_text_chars)
+        if named:
+            await self.services.store.add_texts(session, named)
+        return [key for key, _ in named]
+
+
+def _decode(data: bytes, max_bytes: int, max_pixels: int, alpha: str) -> DecodedImage:
+    return decode_image(data, max_bytes=max_bytes, max_pixels=max_pixels, alpha=alpha)

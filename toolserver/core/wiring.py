@@ -1,0 +1,72 @@
+"""Wiring: the shared services one server process builds from its settings, and what they report.
+
+Built once per `Core`: the session store, the bounded work pool, the SMFANet engine, the document library and
+the metrics, with the store's and the pool's gauges registered. Nothing here runs a request.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from toolserver.config import Settings
+from toolserver.documents.encoders import Encoder
+from toolserver.documents.library import ArmMount, DocumentLibrary
+from toolserver.metrics import Metrics
+from toolserver.pool import WorkPool
+from toolserver.sr.engine import SREngine
+from toolserver.stores import SessionStore, build_store
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: SessionStore
+    pool: WorkPool
+    sr: SREngine
+    documents: DocumentLibrary
+    metrics: Metrics
+
+    @classmethod
+    def build(cls, s: Settings) -> Services:
+        pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s, heavy_workers=s.heavy_workers,
+                        heavy_nice=s.heavy_nice)
+        sr = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
+                      max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
+                      prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256, cpu_workers=s.sr_cpu_workers,
+                      threads=s.sr_threads, nice=s.heavy_nice)
+        services = cls(s, build_store(s), pool, sr, build_library(s), Metrics())
+        services.register_gauges()
+        return services
+
+    def register_gauges(self) -> None:
+        for gauge in self.store.gauges():
+            self.metrics.gauge(gauge.name, gauge.help, gauge.read)
+        pool = self.pool
+        self.metrics.gauge("toolserver_pool_in_flight", "Jobs admitted to the work pool", lambda: pool.in_flight)
+        for name, lane in pool.lanes.items():
+            self.metrics.gauge(f"toolserver_pool_{name}_in_flight", f"Jobs admitted to the {name} lane",
+                               functools.partial(getattr, lane, "in_flight"))
+
+    def capability_phrases(self) -> dict[str, str]:
+        """What the tool descriptions say about this server's installed models."""
+        phrases = {"{doc_rankings}": self.documents.describe_rankings()}
+        if self.sr.available:
+            scales = ", ".join(str(s) for s in self.sr.scales)
+            return {**phrases, "{sr_scales}": f"Available scales on this server: {scales}.",
+                    "{sr_scales_fallback}": f"Available scales on this server: {scales}."}
+        return {**phrases, "{sr_scales}": "Super-resolution weights are not installed on this server, so calls fail.",
+                "{sr_scales_fallback}": "Super-resolution weights are not installed on this server: regions are "
+                                        "enlarged with bicubic resizing instead."}
+
+
+def build_library(s: Settings) -> DocumentLibrary:
+    clip = Encoder("clip", s.clip_model, s.doc_device)
+    text = Encoder("text", s.text_model, s.doc_device, batch_size=64)
+    arm = None
+    if s.arm_index_path is not None:
+        arm = ArmMount(s.arm_index_path, s.arm_collection, s.arm_image_root or s.arm_index_path, clip)
+    return DocumentLibrary(s.resolved_documents_dir(), clip=clip, text=text, chroma_url=s.chroma_url,
+                           page_long_side=s.doc_page_long_side, page_format=s.doc_page_format,
+                           jpeg_quality=s.jpeg_quality, batch_pages=s.doc_batch_pages, max_pages=s.doc_max_pages,
+                           vector_cache_bytes=s.doc_vector_cache_bytes, arm=arm)

@@ -1,0 +1,48 @@
+"""Profiles: one module per research system, each holding its `Profile`s and its own tool classes.
+
+`PROFILES` is the registry: the built-in profiles below, in this order, and those of installed plugins
+(`toolserver.plugins`), each remembered with where it came from. `default` is the canonical toolset; every
+other built-in profile reproduces one paper's tool environment and is frozen (it gains none of our tools).
+"""
+
+from __future__ import annotations
+
+from toolserver.errors import BadRequest
+from toolserver.profiles import (
+    arm_thinker,
+    deepeyes,
+    default,
+    groundlight,
+    imagent,
+    mags_rl,
+    mgpo,
+    pixel_reasoner,
+    qwen3_vl,
+)
+from toolserver.profiles.base import Alpha, Profile, ProfileError
+from toolserver.registry import BUILTIN, Registry
+
+__all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "get_profile", "register_profile"]
+
+# The built-in systems, in the order `/v1/profiles` lists them.
+BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl)
+
+PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
+
+
+def register_profile(profile: Profile, source: str = BUILTIN) -> Profile:
+    if not isinstance(profile, Profile):
+        raise TypeError(f"a profile must be a Profile instance, got {type(profile).__name__}")
+    return PROFILES.register(profile, source)
+
+
+for _module in BUILTIN_MODULES:
+    for _profile in _module.PROFILES:
+        register_profile(_profile)
+
+
+def get_profile(name: str) -> Profile:
+    found = PROFILES.get(name)
+    if found is None:
+        raise BadRequest(f"unknown profile {name!r}; profiles: {', '.join(PROFILES)}", code="unknown_profile")
+    return found

@@ -1,0 +1,21 @@
+"""Where sessions live: the store contract, the in-memory store (one process) and the Redis store (several
+replicas). `build_store` picks one from the settings; the Redis client is imported only when it is used."""
+
+from __future__ import annotations
+
+from toolserver.config import Settings
+from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
+from toolserver.stores.memory import MemoryStore
+
+__all__ = ["CALL_LOG_LIMIT", "MemoryStore", "SessionStore", "SessionSummary", "StoreGauge", "build_store"]
+
+
+def build_store(s: Settings) -> SessionStore:
+    if s.session_store == "redis":
+        from toolserver.stores.redis import RedisStore
+
+        # The lock outlives the longest tool call, so an expiry means a stuck holder, not a slow one.
+        return RedisStore(s.redis_url, session_max_bytes=s.session_max_bytes, decoded_cache_bytes=s.decoded_cache_bytes,
+                          lock_timeout_s=s.tool_timeout_s + 30, timeout_s=s.redis_timeout_s, prefix=s.redis_prefix,
+                          retry_after_s=s.retry_after_s)
+    return MemoryStore(session_max_bytes=s.session_max_bytes, total_max_bytes=s.total_max_bytes)

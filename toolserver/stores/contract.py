@@ -1,0 +1,128 @@
+"""The session-store contract: everything the core, the tools' context and the readiness report ask of a
+store. The in-memory store (`stores.memory`) and the Redis store (`stores.redis`) implement it; a third store
+implements these methods and nothing else.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+from PIL import Image
+
+from toolserver.memorymap import ImageEntry, SessionMap
+from toolserver.models import SessionSettings
+
+CALL_LOG_LIMIT = 1000  # call records a session keeps (its latest)
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    profile: str
+    images: int
+    calls: int
+    age_s: float | None
+
+
+@dataclass(frozen=True)
+class StoreGauge:
+    """A number the store reports to /metrics (a Prometheus gauge), read when metrics are scraped."""
+
+    name: str
+    help: str
+    read: Callable[[], float]
+
+
+class SessionStore(ABC):
+    """Where sessions live. The core calls only these methods, so the backends are interchangeable."""
+
+    kind: str
+    # Whether tool images must come with an encoding to store (the in-memory store keeps pixels).
+    stores_encoded: bool = False
+
+    @abstractmethod
+    async def create(self, settings: SessionSettings, ttl_s: float) -> SessionMap: ...
+
+    @abstractmethod
+    async def get(self, session_id: str) -> SessionMap:
+        """The session, touched (its idle timer restarts); 404 unknown, 410 expired or evicted."""
+
+    @abstractmethod
+    def exclusive(self, session_id: str) -> AbstractAsyncContextManager[SessionMap]:
+        """The session, held by this caller alone (one tool call at a time per session)."""
+
+    @abstractmethod
+    def mutating(self, session_id: str) -> AbstractAsyncContextManager[SessionMap]:
+        """The session, for adding images or texts (exclusive where the store is shared)."""
+
+    @abstractmethod
+    async def release(self, session_id: str) -> None: ...
+
+    @abstractmethod
+    async def add_images(self, session: SessionMap, entries: list[ImageEntry],
+                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+        """Charge, index and keep `entries` (`blobs`: their stored encodings, for stores that keep bytes);
+        `observations` tool images are counted. All or nothing."""
+
+    @abstractmethod
+    async def add_texts(self, session: SessionMap, texts: list[tuple[str, str]]) -> None: ...
+
+    @abstractmethod
+    async def count_call(self, session: SessionMap) -> None:
+        """One more tool call in this session (counted before the call runs, as the limits need)."""
+
+    @abstractmethod
+    async def keep_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str, data: bytes) -> None:
+        """Remember an encoding of `entry`, if the budget allows; never fails."""
+
+    @abstractmethod
+    async def cached_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str) -> bytes | None: ...
+
+    @abstractmethod
+    async def log_call(self, session: SessionMap, record: str) -> None:
+        """Append a call record (JSON) to the session's log: the last CALL_LOG_LIMIT are kept, counted in the
+        byte budget; older ones, and one the budget cannot hold, are dropped and counted. Never fails a call."""
+
+    @abstractmethod
+    async def call_log(self, session: SessionMap) -> tuple[list[str], int]:
+        """The session's call records (JSON, oldest first) and how many were dropped."""
+
+    @abstractmethod
+    async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
+        """Live sessions, oldest first, a page of them, and how many there are."""
+
+    @abstractmethod
+    def view_lookup(self, session: SessionMap) -> Callable[[ImageEntry, str], Image.Image | None]:
+        """How a tool thread finds a model view computed by an earlier call (`ToolContext.view`)."""
+
+    @abstractmethod
+    async def keep_views(self, session: SessionMap, views: Sequence[tuple[ImageEntry, str, Image.Image]]) -> None:
+        """Remember the views a call computed, if the budget allows; never fails, never evicts a session."""
+
+    @abstractmethod
+    async def read_source(self, session: SessionMap, entry: ImageEntry) -> bytes:
+        """An input image's bytes as uploaded."""
+
+    @abstractmethod
+    async def is_live(self, session: SessionMap) -> bool: ...
+
+    async def check(self) -> str | None:
+        """None when the store can serve, else why not (for /readyz)."""
+        return None
+
+    def sweep(self) -> int:
+        return 0
+
+    def stats(self) -> dict[str, int | str]:
+        """What /readyz shows of the store: `kind`, and `sessions` and `bytes_held` where the store knows them."""
+        return {"kind": self.kind}
+
+    def gauges(self) -> list[StoreGauge]:
+        """The store's own gauges for /metrics (none by default)."""
+        return []
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,396 @@
+"""Sessions in Redis, shared by several replicas behind a load balancer.
+
+Each session is a handful of keys sharing one hash tag (`ts:{<id>}:…`, so a Redis Cluster keeps them
+on one slot), all expiring together after the session's idle TTL:
+
+    meta     hash: settings (JSON), ttl_ms, observations, tool_calls, nbytes, count
+    images   list: one JSON record per image, in index order
+    blobs    hash: image key → its bytes, stored once: inputs as uploaded, tool images as PNG (lossless,
+             so later crops see exactly the same pixels); `<key>.<fmt>` holds other encodings served
+    texts    hash: text key → text;  textlen  hash: text key → length in characters
+    gone     string: why the session is gone, kept a day past its expiry to answer 410 instead of 404
+    lock     redis-py's lock: one tool call or addition at a time per session, across replicas
+
+Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated
+calls on one image decode it once per replica. Every write is a Lua script that first checks the
+session still exists and its byte budget, so a released or expired session is never half-recreated.
+
+Redis unreachable means 503 `session_store_unavailable` with Retry-After; the client reconnects by
+itself on a later call once Redis is back.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+from PIL import Image
+from redis.backoff import NoBackoff
+from redis.exceptions import LockError
+from redis.retry import Retry
+
+from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unavailable
+from toolserver.imaging import decode_image
+from toolserver.memorymap import ImageEntry, SessionMap
+from toolserver.models import SessionSettings
+from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
+from toolserver.stores.redis_parts import (
+    SCRIPT_ADD_IMAGES,
+    SCRIPT_ADD_TEXTS,
+    SCRIPT_COUNT_CALL,
+    SCRIPT_KEEP_ENCODING,
+    SCRIPT_LOG_CALL,
+    SCRIPT_TOUCH,
+    DecodedCache,
+    RemoteTexts,
+)
+
+log = logging.getLogger("toolserver.redis")
+
+TOMBSTONE_MS = 24 * 3600 * 1000
+_EXPIRED = "expired (idle longer than its ttl)"
+_EVICTED = "been evicted by the session store (Redis maxmemory)"
+
+
+def _view_key(entry: ImageEntry, rule: str) -> str:
+    return f"{entry.blob_key}|view:{rule}"
+
+
+class RedisStore(SessionStore):
+    kind = "redis"
+    stores_encoded = True
+
+    def __init__(self, url: str, *, session_max_bytes: int, decoded_cache_bytes: int, lock_timeout_s: float,
+                 timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1):
+        options: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                                   "retry": Retry(NoBackoff(), 1), "health_check_interval": 30}
+        self.url = url
+        self.redis = aredis.Redis.from_url(url, **options)
+        self._sync = redis.Redis.from_url(url, **options)  # for the tool threads' image loads
+        self.session_max_bytes = session_max_bytes
+        self.cache = DecodedCache(decoded_cache_bytes)
+        self.lock_timeout_s = lock_timeout_s
+        self.prefix = prefix
+        self.retry_after_s = retry_after_s
+        self._touch = self.redis.register_script(SCRIPT_TOUCH)
+        self._add_images = self.redis.register_script(SCRIPT_ADD_IMAGES)
+        self._add_texts = self.redis.register_script(SCRIPT_ADD_TEXTS)
+        self._keep = self.redis.register_script(SCRIPT_KEEP_ENCODING)
+        self._count = self.redis.register_script(SCRIPT_COUNT_CALL)
+        self._log_call = self.redis.register_script(SCRIPT_LOG_CALL)
+
+    # -- keys -----------------------------------------------------------------------------------
+    def _key(self, session_id: str, part: str) -> str:
+        return f"{self.prefix}:{{{session_id}}}:{part}"
+
+    def _keys(self, session_id: str) -> list[str]:
+        return [self._key(session_id, p) for p in ("meta", "images", "blobs", "texts", "textlen", "gone", "calls")]
+
+    # -- errors ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Redis outages as 503 with Retry-After; the caller can simply retry."""
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+            log.warning("session store unreachable: %s", type(exc).__name__)
+            raise Unavailable("the session store (Redis) is unreachable; retry shortly",
+                              retry_after_s=self.retry_after_s, code="session_store_unavailable") from None
+        except redis.ResponseError as exc:
+            if str(exc).startswith("OOM"):
+                raise Unavailable("the session store (Redis) is out of memory; retry later or release sessions",
+                                  retry_after_s=self.retry_after_s, code="session_store_full") from None
+            raise
+
+    # -- sessions -------------------------------------------------------------------------------
+    async def create(self, settings: SessionSettings, ttl_s: float) -> SessionMap:
+        assert settings.view is not None
+        session_id = secrets.token_urlsafe(24)
+        ttl_ms = max(1, math.ceil(ttl_s * 1000))
+        meta = {"settings": settings.model_dump_json(), "ttl_ms": ttl_ms, "observations": 0, "tool_calls": 0,
+                "nbytes": 0, "count": 0, "ntexts": 0, "created_ms": int(time.time() * 1000),
+                "profile": settings.profile}
+        keys = self._keys(session_id)
+        with self._guard():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys[0], mapping=meta)  # type: ignore[arg-type]  # redis-py's stubs: any scalar
+                pipe.pexpire(keys[0], ttl_ms)
+                pipe.set(keys[5], _EXPIRED, px=ttl_ms + TOMBSTONE_MS)
+                await pipe.execute()
+        return SessionMap(session_id, settings, settings.view.rule(), ttl_s,
+                       texts=RemoteTexts([], self._text_fetcher(session_id)))
+
+    async def get(self, session_id: str) -> SessionMap:
+        if not session_id or len(session_id) > 256:
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        with self._guard():
+            reply = await self._touch(keys=self._keys(session_id), args=[TOMBSTONE_MS, _EVICTED])
+        if reply[0] == 0:
+            if len(reply) > 1:
+                reason = reply[1].decode()
+                raise SessionGone(f"session {session_id} has {reason}; create a new session")
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        return self._build(session_id, _pairs(reply[1]), reply[2], _pairs(reply[3]))
+
+    def _build(self, session_id: str, meta: dict[bytes, bytes], records: list[bytes],
+               text_lengths: dict[bytes, bytes]) -> SessionMap:
+        settings = SessionSettings.model_validate_json(meta[b"settings"])
+        assert settings.view is not None
+        lengths = {k.decode(): int(v) for k, v in text_lengths.items()}
+        session = SessionMap(session_id, settings, settings.view.rule(), int(meta[b"ttl_ms"]) / 1000,
+                          texts=RemoteTexts(list(lengths), self._text_fetcher(session_id)), text_lengths=lengths)
+        session.observations = int(meta[b"observations"])
+        session.tool_calls = int(meta[b"tool_calls"])
+        session.nbytes = int(meta[b"nbytes"])
+        for raw in records:
+            session.append_image(self._entry(session_id, json.loads(raw)))
+        return session
+
+    def _entry(self, session_id: str, rec: dict[str, Any]) -> ImageEntry:
+        blob = rec["b"]
+        entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
+                           view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
+                           source_mime=rec["m"], alias_of=rec["a"],
+                           load_pixels=lambda: self.cache.get((session_id, blob),
+                                                              lambda: self._decode(session_id, blob)),
+                           load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
+        entry.blob_key = blob
+        entry.blob_format = rec["s"]
+        return entry
+
+    @asynccontextmanager
+    async def exclusive(self, session_id: str) -> AsyncIterator[SessionMap]:
+        lock = self.redis.lock(self._key(session_id, "lock"), timeout=self.lock_timeout_s, sleep=0.005,
+                               blocking_timeout=self.lock_timeout_s)
+        with self._guard():
+            acquired = await lock.acquire()
+        if not acquired:
+            raise Unavailable("another call of this session holds it too long; retry shortly",
+                              retry_after_s=self.retry_after_s, code="session_busy")
+        try:
+            yield await self.get(session_id)  # the state as the previous holder left it
+        finally:
+            try:
+                with self._guard():
+                    await lock.release()
+            except LockError:  # held past its timeout: another holder may have run meanwhile
+                log.warning("session lock expired before release (a call ran longer than %.0f s)",
+                            self.lock_timeout_s)
+            except Unavailable:
+                pass  # the lock expires by itself
+
+    def mutating(self, session_id: str) -> contextlib.AbstractAsyncContextManager[SessionMap]:
+        return self.exclusive(session_id)  # image and text keys are assigned from the current state
+
+    async def release(self, session_id: str) -> None:
+        keys = self._keys(session_id)
+        with self._guard():
+            live = await self.redis.exists(keys[0])
+        if not live:
+            await self.get(session_id)  # 404 or 410, as for any other use
+        with self._guard():
+            await self.redis.delete(*keys)  # the tombstone too: a released session is unknown (404)
+        self.cache.drop_session(session_id)
+
+    async def is_live(self, session: SessionMap) -> bool:
+        with self._guard():
+            return bool(await self.redis.exists(self._key(session.id, "meta")))
+
+    # -- additions ------------------------------------------------------------------------------
+    async def add_images(self, session: SessionMap, entries: list[ImageEntry],
+                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+        taken = set(session.by_key)
+        records, pairs, nbytes = [], [], 0
+        for i, entry in enumerate(entries):
+            if entry.key in taken:
+                raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
+            taken.add(entry.key)
+            data = blobs[i] if i < len(blobs) else None
+            if entry.alias_of is not None:
+                source = session.by_key.get(entry.alias_of) or next(e for e in entries if e.key == entry.alias_of)
+                entry.blob_key, entry.blob_format = source.blob_key, source.blob_format
+            else:
+                if data is None:
+                    raise ValueError(f"image {entry.key} needs its bytes to be stored")
+                entry.blob_key = entry.key
+                entry.blob_format = "source" if entry.is_input else "png"
+                pairs += [entry.key, data]
+                nbytes += len(data)
+            records.append(json.dumps({
+                "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1],
+                "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
+                "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
+            }))
+        keys = self._keys(session.id)[:3]
+        with self._guard():
+            args: list[Any] = [self.session_max_bytes, nbytes, observations, len(records), *records, *pairs]
+            first, held = await self._add_images(keys=keys, args=args)
+        self._check_write(session, first, held, nbytes)
+        for entry in entries:
+            session.append_image(entry)
+            if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
+                self.cache.put((session.id, entry.key), entry.pixels)
+        session.observations += observations
+        session.nbytes = held
+
+    async def add_texts(self, session: SessionMap, texts: list[tuple[str, str]]) -> None:
+        args: list[Any] = [self.session_max_bytes]
+        for key, text in texts:
+            args += [key, text, len(text)]
+        keys = self._keys(session.id)
+        with self._guard():
+            status, held = await self._add_texts(keys=[keys[0], keys[3], keys[4]], args=args)
+        self._check_write(session, status, held, sum(len(t.encode()) for _, t in texts))
+        for key, text in texts:
+            session.text_lengths[key] = len(text)
+        session.texts = RemoteTexts(list(session.text_lengths), self._text_fetcher(session.id))
+        session.nbytes = held
+
+    def _check_write(self, session: SessionMap, status: int, held: int, nbytes: int) -> None:
+        if status == -1:
+            raise SessionGone(f"session {session.id} ended while it was being changed; create a new session")
+        if status == -2:
+            raise TooLarge(f"session would hold {held + nbytes} bytes, over its {self.session_max_bytes}-byte "
+                           "budget; release images or start a new session")
+
+    async def count_call(self, session: SessionMap) -> None:
+        with self._guard():
+            calls = await self._count(keys=[self._key(session.id, "meta")])
+        if calls == -1:
+            raise SessionGone(f"session {session.id} has ended; create a new session")
+        session.tool_calls = int(calls)
+
+    # -- the call log -------------------------------------------------------------------------------
+    async def log_call(self, session: SessionMap, record: str) -> None:
+        with self._guard():
+            await self._log_call(keys=[self._key(session.id, "meta"), self._key(session.id, "calls")],
+                                 args=[self.session_max_bytes, CALL_LOG_LIMIT, record])
+
+    async def call_log(self, session: SessionMap) -> tuple[list[str], int]:
+        with self._guard():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(self._key(session.id, "calls"), 0, -1)
+                pipe.hget(self._key(session.id, "meta"), "calls_dropped")
+                records, dropped = await pipe.execute()
+        return [r.decode() for r in records], int(dropped or 0)
+
+    async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
+        """Every replica's sessions: a SCAN over the meta keys (bounded by the sessions Redis holds)."""
+        rows = []
+        with self._guard():
+            keys = [key async for key in self.redis.scan_iter(match=f"{self.prefix}:{{*}}:meta", count=1000)]
+            async with self.redis.pipeline(transaction=False) as pipe:  # one round trip, not one per session
+                for key in keys:
+                    pipe.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings")
+                replies = await pipe.execute() if keys else []
+            for key, fields in zip(keys, replies, strict=True):
+                if fields[4] is None:  # expired between the scan and the read
+                    continue
+                session_id = key.decode().split("{", 1)[1].rsplit("}", 1)[0]
+                profile = fields[1].decode() if fields[1] else SessionSettings.model_validate_json(fields[4]).profile
+                created = int(fields[0]) / 1000 if fields[0] else None
+                rows.append((created or 0.0, SessionSummary(session_id, profile, int(fields[2] or 0),
+                                                            int(fields[3] or 0),
+                                                            time.time() - created if created else None)))
+        rows.sort(key=lambda row: row[0])
+        return [summary for _, summary in rows[offset:offset + limit]], len(rows)
+
+    # -- encodings ------------------------------------------------------------------------------
+    async def cached_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str) -> bytes | None:
+        field = entry.blob_key if entry.blob_format == fmt else f"{entry.blob_key}.{fmt}"
+        with self._guard():
+            found = await self.redis.hget(self._key(session.id, "blobs"), field or "")
+        return _as_bytes(found) if found is not None else None
+
+    async def keep_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str, data: bytes) -> None:
+        with self._guard():
+            await self._keep(keys=[self._key(session.id, "meta"), self._key(session.id, "blobs")],
+                             args=[self.session_max_bytes, f"{entry.blob_key}.{fmt}", data])
+
+    def view_lookup(self, session: SessionMap) -> Callable[[ImageEntry, str], Image.Image | None]:
+        # Views live in this replica's decoded cache beside the pixels they come from (never in Redis: a
+        # resize is cheaper to redo than to ship); an alias shares its source's blob, so its views too.
+        return lambda entry, rule: self.cache.peek((session.id, _view_key(entry, rule)))
+
+    async def keep_views(self, session: SessionMap, views: Sequence[tuple[ImageEntry, str, Image.Image]]) -> None:
+        for entry, rule, image in views:
+            self.cache.put((session.id, _view_key(entry, rule)), image)
+
+    async def read_source(self, session: SessionMap, entry: ImageEntry) -> bytes:
+        with self._guard():
+            data = await self.redis.hget(self._key(session.id, "blobs"), entry.blob_key or "")
+        if data is None:
+            raise SessionGone(f"session {session.id} has {_EVICTED}; create a new session")
+        return _as_bytes(data)
+
+    # -- tool threads ---------------------------------------------------------------------------
+    def _fetch(self, session_id: str, field: str) -> bytes:
+        with self._guard():
+            data = self._sync.hget(self._key(session_id, "blobs"), field)
+        if data is None:
+            raise SessionGone(f"session {session_id} has {_EVICTED}; create a new session")
+        return data  # type: ignore[return-value]
+
+    def _decode(self, session_id: str, field: str) -> Image.Image:
+        data = self._fetch(session_id, field)  # checked against the limits when it was added
+        return decode_image(data, max_bytes=len(data), max_pixels=1 << 62).pixels
+
+    def _text_fetcher(self, session_id: str) -> Callable[[str], str | None]:
+        def fetch(key: str) -> str | None:
+            with self._guard():
+                data = self._sync.hget(self._key(session_id, "texts"), key)
+            return None if data is None else data.decode()  # type: ignore[union-attr]
+        return fetch
+
+    # -- operations -----------------------------------------------------------------------------
+    async def check(self) -> str | None:
+        try:
+            await asyncio.wait_for(self.redis.ping(), timeout=2.0)
+        except (redis.RedisError, OSError, TimeoutError) as exc:
+            return f"the session store (Redis) is unreachable: {type(exc).__name__}"
+        return None
+
+    def gauges(self) -> list[StoreGauge]:
+        cache = self.cache
+        return [StoreGauge("toolserver_decoded_cache_bytes", "Decoded images cached by this replica",
+                           lambda: cache.nbytes)]
+
+    def stats(self) -> dict[str, int | str]:
+        return {"kind": self.kind, "decoded_cache_images": len(self.cache), "decoded_cache_bytes": self.cache.nbytes,
+                "decoded_cache_hits": self.cache.hits, "decoded_cache_misses": self.cache.misses}
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+        self._sync.close()
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    """A reply as bytes (the clients are not set to decode responses; the stubs allow either)."""
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
+    """Block until Redis answers PING (start-up scripts and tests)."""
+    deadline = time.monotonic() + timeout_s
+    with redis.Redis.from_url(url, socket_connect_timeout=0.5) as client:
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)

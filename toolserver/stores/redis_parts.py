@@ -1,0 +1,197 @@
+"""Pieces of the Redis session store: its Lua scripts (every write checks, in one step, that the session
+still exists and fits its byte budget), the replica's cache of decoded images, and texts read on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from cachetools import LRUCache
+from PIL import Image
+
+from toolserver.errors import SessionGone
+from toolserver.memorymap import image_nbytes
+
+# KEYS: meta images blobs texts textlen gone calls. ARGV: tombstone_ms, reason.
+# Touch: restart every key's idle timer and return the state; or why the session is gone.
+SCRIPT_TOUCH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local reason = redis.call('GET', KEYS[6])
+  if reason then return {0, reason} end
+  return {0}
+end
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
+local count = tonumber(redis.call('HGET', KEYS[1], 'count') or '0')
+local ntexts = tonumber(redis.call('HGET', KEYS[1], 'ntexts') or '0')
+if redis.call('LLEN', KEYS[2]) ~= count or (count > 0 and redis.call('EXISTS', KEYS[3]) == 0)
+   or (ntexts > 0 and redis.call('EXISTS', KEYS[4]) == 0) then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
+  redis.call('SET', KEYS[6], ARGV[2], 'PX', tonumber(ARGV[1]))
+  return {0, ARGV[2]}
+end
+for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+redis.call('PEXPIRE', KEYS[7], ttl)
+redis.call('SET', KEYS[6], 'expired (idle longer than its ttl)', 'PX', ttl + tonumber(ARGV[1]))
+return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[5])}
+"""
+
+# KEYS: meta images blobs. ARGV: max_bytes, add_bytes, observations, n, n records, then blob field/value pairs.
+SCRIPT_ADD_IMAGES = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+local add = tonumber(ARGV[2])
+if held + add > tonumber(ARGV[1]) then return {-2, held} end
+local n = tonumber(ARGV[4])
+local first = redis.call('LLEN', KEYS[2])
+for i = 1, n do redis.call('RPUSH', KEYS[2], ARGV[4 + i]) end
+for i = 5 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+redis.call('HINCRBY', KEYS[1], 'nbytes', add)
+redis.call('HINCRBY', KEYS[1], 'count', n)
+redis.call('HINCRBY', KEYS[1], 'observations', tonumber(ARGV[3]))
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+return {first, held + add}
+"""
+
+# KEYS: meta texts textlen. ARGV: max_bytes, then key/text/length triples. A named text replaces its key.
+SCRIPT_ADD_TEXTS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+local add = 0
+for i = 2, #ARGV, 3 do add = add + string.len(ARGV[i + 1]) - redis.call('HSTRLEN', KEYS[2], ARGV[i]) end
+if held + add > tonumber(ARGV[1]) then return {-2, held} end
+for i = 2, #ARGV, 3 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2])
+end
+redis.call('HINCRBY', KEYS[1], 'nbytes', add)
+redis.call('HSET', KEYS[1], 'ntexts', redis.call('HLEN', KEYS[2]))
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+return {0, held + add}
+"""
+
+# KEYS: meta calls. ARGV: max_bytes, keep, record. Appends a call record, dropping the oldest beyond `keep`;
+# a record the budget cannot hold is dropped too (the log never fails a call). Both are counted.
+SCRIPT_LOG_CALL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local dropped = 0
+while redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[2]) do
+  local old = redis.call('LPOP', KEYS[2])
+  redis.call('HINCRBY', KEYS[1], 'nbytes', -string.len(old))
+  dropped = dropped + 1
+end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+local size = string.len(ARGV[3])
+local kept = 0
+if held + size <= tonumber(ARGV[1]) then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+  redis.call('HINCRBY', KEYS[1], 'nbytes', size)
+  redis.call('PEXPIRE', KEYS[2], tonumber(redis.call('HGET', KEYS[1], 'ttl_ms')))
+  kept = 1
+else
+  dropped = dropped + 1
+end
+if dropped > 0 then redis.call('HINCRBY', KEYS[1], 'calls_dropped', dropped) end
+return kept
+"""
+
+# KEYS: meta blobs. ARGV: max_bytes, field, value. Keeps an encoding if the budget allows.
+SCRIPT_KEEP_ENCODING = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+if held + string.len(ARGV[3]) > tonumber(ARGV[1]) then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'nbytes', string.len(ARGV[3]))
+end
+return 1
+"""
+
+# KEYS: meta. Counts a tool call, only in a session that still exists.
+SCRIPT_COUNT_CALL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return redis.call('HINCRBY', KEYS[1], 'tool_calls', 1)
+"""
+
+
+class DecodedCache:
+    """Decoded images of this replica, least recently used dropped first, bounded by pixel bytes.
+
+    Shared by the tool threads; a miss decodes outside the lock (two threads may both decode the
+    same image once; the pixels are identical).
+    """
+
+    def __init__(self, max_bytes: int):
+        self._cache: LRUCache = LRUCache(maxsize=max(1, max_bytes), getsizeof=image_nbytes)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[str, str], load: Callable[[], Image.Image]) -> Image.Image:
+        with self._lock:
+            image = self._cache.get(key)
+            if image is not None:
+                self.hits += 1
+                return image
+            self.misses += 1
+        image = load()
+        with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
+            self._cache[key] = image
+        return image
+
+    def peek(self, key: tuple[str, str]) -> Image.Image | None:
+        """A cached image (counted as a hit) or None; nothing is loaded."""
+        with self._lock:
+            image = self._cache.get(key)
+            if image is not None:
+                self.hits += 1
+            return image
+
+    def put(self, key: tuple[str, str], image: Image.Image) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._cache[key] = image
+
+    def drop_session(self, session_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._cache if k[0] == session_id]:
+                del self._cache[key]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._cache.currsize)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+class RemoteTexts(Mapping[str, str]):
+    """A session's texts, read from Redis when a tool asks for one (texts can be megabytes)."""
+
+    def __init__(self, keys: Sequence[str], fetch: Callable[[str], str | None]):
+        self._keys = list(keys)
+        self._fetch = fetch
+
+    def __getitem__(self, key: str) -> str:
+        if key not in self._keys:
+            raise KeyError(key)
+        text = self._fetch(key)
+        if text is None:
+            raise SessionGone("the session's texts are gone from the session store; create a new session")
+        return text
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def copy(self) -> RemoteTexts:
+        """Itself: a remote view reads each text when asked, so a call never sees a half-added text."""
+        return self
