@@ -211,7 +211,7 @@ def served_vs_floor(caller: Caller, photo: Image.Image, sr, iterations: int, sr_
                       "ratio": median_ms(row["served"]) / median_ms(row["floor"]), "n": len(row["served"]),
                       "output": outputs[name]}
     # A validator: served (tool call on a stored text) vs the check alone.
-    from toolserver.tools.validators import CHECKS
+    from toolserver.validation.checks import CHECKS
 
     sid = caller.http.post("/v1/sessions", json={"texts": {"text_0": ANSWER}}).json()["session_id"]
     served, floor = [], []

@@ -90,7 +90,7 @@ def chroma_search(library, filename: str, query: str, k: int = 5) -> list[int]:
     HNSW query (`where={"source": filename}`, 100 candidates). Kept here to compare rankings and latency."""
     from toolserver.documents.library import CANDIDATES, fuse
 
-    info = library._read_meta(filename)
+    info = library.get(filename)
     scores = {"lexical": library._lexical_index(info).scores(query)} if info.has_text else {}
     for role in info.embedded:
         encoder = library.encoders[role]
@@ -115,7 +115,7 @@ def recall(ranking: list[int], answers: list[int], k: int) -> float:
 def quality(library, questions: list[dict]) -> dict:
     from toolserver.documents.library import fuse
 
-    baselines = {doc: plain_bm25(library._read_texts(doc)) for doc in {q["doc"] for q in questions}}
+    baselines = {doc: plain_bm25(library.files.read_texts(doc)) for doc in {q["doc"] for q in questions}}
     rows: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for item in questions:
         result = library.search(item["doc"], item["q"], k=5)
@@ -158,7 +158,7 @@ def pad_to(library, target_pages: int) -> int:
             collection.add(ids=ids[start:start + 4000], embeddings=got["embeddings"][start:start + 4000],
                            documents=got["documents"][start:start + 4000], metadatas=metadatas[start:start + 4000])
         shutil.copy(library.texts_dir / f"{source.filename}.jsonl", library.texts_dir / f"{name}.jsonl")
-        library._write_meta(source.model_copy(update={"filename": name}))
+        library.files.write_manifest(source.model_copy(update={"filename": name}))
         total += source.pages_done
     return total
 

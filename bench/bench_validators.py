@@ -13,8 +13,8 @@ import time
 import httpx
 
 from bench.common import Server
-from toolserver.tools.validators import BATCH_PARAMS, SPECS, run_check
 from toolserver.validation.sentences import _sentences
+from toolserver.validation.specs import BATCH_PARAMS, SPECS, run_check
 
 PARAMS = {
     "check_whether_response_paragraph_number_in_range": {"lower_bound": 1, "upper_bound": 50},

@@ -177,7 +177,7 @@ def test_interrupted_ingestion_keeps_what_was_stored_and_resumes(library: Docume
     monkeypatch.setattr(sources.PdfSource, "read", spy)
     done = library.ingest(pdf)
     assert (done.status, done.pages_done, starts) == ("ready", 6, [3, 5])
-    texts = library._read_texts("manual")
+    texts = library.files.read_texts("manual")
     assert len(texts) == 6 and "read_csv_table" in texts[1]
     ids = library.chroma.collection("text", library.encoders["text"]).get(include=[])["ids"]
     assert len(ids) == len(set(ids)) == 6  # one passage per short page, none duplicated by the restart
@@ -185,7 +185,7 @@ def test_interrupted_ingestion_keeps_what_was_stored_and_resumes(library: Docume
 
 def test_a_manifest_left_ingesting_by_a_dead_process_reads_as_partial(library: DocumentLibrary, pdf: Path):
     library.ingest(pdf)
-    meta = library.meta_dir / "manual.json"
+    meta = library.files.meta_dir / "manual.json"
     data = json.loads(meta.read_text())
     meta.write_text(json.dumps({**data, "status": "ingesting", "pages_done": 4}))
     assert library.get("manual").status == "partial"

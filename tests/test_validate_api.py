@@ -9,7 +9,7 @@ from tests.conftest import PHOTOS
 from tests.profiles.helpers import call
 from toolserver.api import create_app
 from toolserver.config import Settings
-from toolserver.tools.validators import SPECS
+from toolserver.validation.specs import SPECS
 
 WORDS = "check_whether_response_word_count_in_range"
 ESSAY = "First paragraph here. It has two sentences.\n\nSecond one."

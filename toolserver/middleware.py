@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from toolserver.logs import new_request_id, request_id
@@ -166,7 +167,7 @@ class RequestContext:
                          [(b"retry-after", str(self.retry_after_s).encode()), (b"connection", b"close")])
 
 
-async def _send_json(send: Any, status: int, content: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def _send_json(send: Any, status: int, content: dict, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps(content).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})

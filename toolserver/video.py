@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from PIL import Image
 
@@ -150,7 +152,7 @@ def _duration(container, stream) -> float:
 def _pick(container, stream, times: list[float], max_seconds: float) -> tuple[list[Image.Image], list[float]]:
     """The frame on screen at each time (times ascending), converted once each."""
 
-    def frames_from(seconds: float | None):
+    def frames_from(seconds: float | None) -> Iterator[Any]:  # PyAV video frames
         if seconds is not None:
             container.seek(int(seconds / stream.time_base), stream=stream, backward=True, any_frame=False)
         for frame in container.decode(stream):
@@ -167,7 +169,7 @@ def _pick(container, stream, times: list[float], max_seconds: float) -> tuple[li
     upcoming = next(decoded, None)
     images: list[Image.Image] = []
     stamps: list[float] = []
-    last: tuple[object, Image.Image] | None = None  # a frame picked for several times is converted once
+    last: tuple[Any, Image.Image] | None = None  # a frame picked for several times is converted once
     for t in times:
         if upcoming is not None and t - current.time > SEEK_GAP_S:
             decoded = frames_from(t)

@@ -18,24 +18,24 @@ changed one (new hash) is replaced.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
-import importlib.util
 import json
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 
+from toolserver.documents.chroma import CHROMADB_INSTALLED, ArmMount, ChromaStore
 from toolserver.documents.encoders import Encoder
+from toolserver.documents.files import LibraryFiles, atomic_write
 from toolserver.documents.lexical import LexicalIndex
+from toolserver.documents.ranking import CANDIDATES, SearchResult, fuse, passages
 from toolserver.documents.sources import (
     PAGE_IMAGE_EXTS,
     DocumentError,
@@ -50,149 +50,7 @@ from toolserver.models import DocumentInfo
 
 log = logging.getLogger("toolserver.documents")
 
-PASSAGE_WORDS = 160  # about 210 word pieces: inside all-MiniLM-L6-v2's 256-token window
-PASSAGE_STRIDE = 120
-CANDIDATES = 100  # records fetched from each vector ranking before fusion
-# The embedding rankings need the vector store (the `docs` extra); BM25 works without it.
-CHROMADB_INSTALLED = importlib.util.find_spec("chromadb") is not None
-
 Progress = Callable[[DocumentInfo], None]
-
-
-@dataclass
-class SearchResult:
-    pages: list[int]
-    scores: dict[str, dict[int, float]]  # each ranking alone: page -> score (for meta and the benchmark)
-
-    @property
-    def rankings(self) -> dict[str, list[int]]:
-        return {name: ranked(scores) for name, scores in self.scores.items()}
-
-
-def passages(text: str) -> list[str]:
-    words = text.split()
-    if not words:
-        return []
-    out = []
-    for start in range(0, len(words), PASSAGE_STRIDE):
-        out.append(" ".join(words[start:start + PASSAGE_WORDS]))
-        if start + PASSAGE_WORDS >= len(words):
-            break
-    return out
-
-
-def fuse(scored: list[dict[int, float]]) -> list[int]:
-    """Convex combination of min-max normalised scores, equal weights; ties go to the lower page number.
-
-    Scores rather than ranks, so the size of a lead counts: when BM25 finds an identifier on one page, that
-    page's score stands far above the rest and stays first unless the dense ranking strongly disagrees.
-    With equal weights (nothing tuned) this beats reciprocal-rank fusion on the benchmark questions
-    (BENCHMARKS.md), as Bruch et al. (2023, "An analysis of fusion functions for hybrid retrieval") found.
-    """
-    total: dict[int, float] = {}
-    for scores in scored:
-        for page, value in normalise(scores).items():
-            total[page] = total.get(page, 0.0) + value / len(scored)
-    return ranked(total)
-
-
-def normalise(scores: dict[int, float]) -> dict[int, float]:
-    if not scores:
-        return {}
-    low, high = min(scores.values()), max(scores.values())
-    return {p: (v - low) / (high - low) if high > low else 1.0 for p, v in scores.items()}
-
-
-def ranked(scores: dict[int, float]) -> list[int]:
-    return sorted(scores, key=lambda p: (-scores[p], p))
-
-
-def first_occurrences(pages: list[int]) -> list[int]:
-    seen: set[int] = set()
-    return [p for p in pages if not (p in seen or seen.add(p))]
-
-
-class ChromaStore:
-    """The chromadb client (embedded PersistentClient or a server) and our collections, opened lazily."""
-
-    def __init__(self, path: Path, url: str | None):
-        self.path = path
-        self.url = url
-        self._client: Any = None
-        self._lock = threading.Lock()
-        self._collections: dict[str, Any] = {}
-
-    def client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import chromadb
-                from chromadb.config import Settings as ChromaSettings
-
-                settings = ChromaSettings(anonymized_telemetry=False)
-                if self.url:
-                    parsed = urlparse(self.url)
-                    self._client = chromadb.HttpClient(host=parsed.hostname or "localhost",
-                                                       port=parsed.port or (443 if parsed.scheme == "https" else 8000),
-                                                       ssl=parsed.scheme == "https", settings=settings)
-                else:
-                    self.path.mkdir(parents=True, exist_ok=True)
-                    self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
-            return self._client
-
-    def collection(self, role: str, encoder: Encoder) -> Any:
-        name = f"toolserver-{role}"
-        if name not in self._collections:
-            col = self.client().get_or_create_collection(
-                name=name, metadata={"hnsw:space": "cosine", "model": encoder.spec})
-            stored = (col.metadata or {}).get("model")
-            if stored and stored != encoder.spec:
-                raise DocumentError(f"the {role} collection was built with model {stored!r}, but {encoder.spec!r} is "
-                                    "configured; delete the documents or configure the original model",
-                                    "model_mismatch")
-            self._collections[name] = col
-        return self._collections[name]
-
-    def delete_source(self, filename: str, roles: list[str], encoders: dict[str, Encoder]) -> None:
-        for role in roles:
-            self.collection(role, encoders[role]).delete(where={"source": filename})
-
-
-class ArmMount:
-    """An existing ARM-Thinker index, read only: chroma path + collection + page-image root, CLIP queries."""
-
-    def __init__(self, path: Path, collection: str, image_root: Path, clip: Encoder):
-        self.path, self.collection_name, self.image_root, self.clip = path, collection, image_root, clip
-        self._collection: Any = None
-        self._lock = threading.Lock()
-
-    def collection(self) -> Any:
-        with self._lock:
-            if self._collection is None:
-                import chromadb
-                from chromadb.config import Settings as ChromaSettings
-
-                client = chromadb.PersistentClient(path=str(self.path),
-                                                   settings=ChromaSettings(anonymized_telemetry=False))
-                self._collection = client.get_collection(self.collection_name)
-            return self._collection
-
-    def has(self, filename: str) -> bool:
-        found = self.collection().get(where={"source": filename}, limit=1, include=[])
-        return bool(found["ids"])
-
-    def sources(self) -> list[str]:
-        metadatas = self.collection().get(include=["metadatas"])["metadatas"] or []
-        return sorted({str(m.get("source")) for m in metadatas if m and m.get("source") is not None})
-
-    def search(self, filename: str, query: str, k: int) -> list[int]:
-        embedding = self.clip.encode_texts([query])
-        found = self.collection().query(query_embeddings=embedding.tolist(), n_results=k,
-                                        where={"source": filename}, include=["metadatas"])
-        metadatas = (found.get("metadatas") or [[]])[0]
-        return first_occurrences([int(m["page"]) for m in metadatas if m and "page" in m])[:k]
-
-    def page_candidates(self, filename: str, page: int) -> list[Path]:
-        return [self.image_root / f"{filename}_{int(page)}{ext}" for ext in PAGE_IMAGE_EXTS]
 
 
 class DocumentLibrary:
@@ -201,8 +59,9 @@ class DocumentLibrary:
                  batch_pages: int = 16, max_pages: int = 10_000, arm: ArmMount | None = None,
                  vector_cache_bytes: int = 256 * 1024 * 1024):
         self.root = root
-        self.pages_dir, self.meta_dir, self.texts_dir = root / "pages", root / "meta", root / "texts"
-        self.uploads_dir = root / "uploads"
+        self.pages_dir = root / "pages"
+        self.files = LibraryFiles(root)
+        self.texts_dir = self.files.texts_dir
         self.encoders = {"clip": clip, "text": text}
         self.chroma = ChromaStore(root / "chroma", chroma_url)
         self.page_long_side = page_long_side
@@ -229,7 +88,7 @@ class DocumentLibrary:
         return ["lexical", *self.embedding_roles()]
 
     def status(self) -> dict[str, Any]:
-        return {"rankings": self.rankings(), "documents": len(self._meta_files()), "chromadb": CHROMADB_INSTALLED,
+        return {"rankings": self.rankings(), "documents": len(self.files.meta_files()), "chromadb": CHROMADB_INSTALLED,
                 "store": self.chroma.url or str(self.chroma.path),
                 "clip": self.encoders["clip"].status(), "text": self.encoders["text"].status(),
                 "arm_index": None if self.arm is None else {"path": str(self.arm.path),
@@ -253,52 +112,34 @@ class DocumentLibrary:
     def close(self) -> None:
         self._jobs.shutdown(wait=False, cancel_futures=True)
 
+    def save_upload(self, data: bytes, name: str) -> Path:
+        return self.files.save_upload(data, name)
+
     # -- manifests ----------------------------------------------------------------------------------
-    def _meta_path(self, filename: str) -> Path:
-        return self.meta_dir / f"{filename}.json"
-
-    def _meta_files(self) -> list[Path]:
-        return sorted(self.meta_dir.glob("*.json")) if self.meta_dir.is_dir() else []
-
     def _read_meta(self, filename: str) -> DocumentInfo | None:
         """What callers see: an ingestion queued or running here, else the manifest."""
         active = self._active.get(filename)
         if active is not None:
             return active.model_copy()
-        return self._read_manifest(filename)
-
-    def _read_manifest(self, filename: str) -> DocumentInfo | None:
-        path = self._meta_path(filename)
-        try:
-            info = DocumentInfo.model_validate_json(path.read_text())
-        except FileNotFoundError:
-            return None
-        if info.status in ("ingesting", "queued"):  # the process that was ingesting it is gone
-            info.status = "partial"
-        return info
-
-    def _write_meta(self, info: DocumentInfo) -> None:
-        info.updated_at = time.time()
-        self.meta_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self._meta_path(info.filename), info.model_dump_json(indent=1).encode())
+        return self.files.read_manifest(filename)
 
     def _lock_for(self, filename: str) -> threading.Lock:
         with self._locks_guard:
             return self._doc_locks.setdefault(filename, threading.Lock())
 
     def has_documents(self) -> bool:
-        return bool(self._active) or bool(self._meta_files())
+        return bool(self._active) or bool(self.files.meta_files())
 
     def _is_ours(self, filename: str) -> bool:
         """In this library (rather than a mounted index): a stat, not a manifest parse, on the tool path."""
-        return filename in self._active or self._meta_path(filename).exists()
+        return filename in self._active or self.files.meta_path(filename).exists()
 
     def list(self) -> list[DocumentInfo]:
-        docs = {p.stem: self._read_meta(p.stem) for p in self._meta_files()}
+        docs = {p.stem: self._read_meta(p.stem) for p in self.files.meta_files()}
         docs.update({name: info.model_copy() for name, info in self._active.items()})
         return [d for _, d in sorted(docs.items()) if d is not None]
 
-    def mounted(self) -> list[str]:
+    def mounted(self) -> builtins.list[str]:
         return self.arm.sources() if self.arm is not None else []
 
     def get(self, filename: str) -> DocumentInfo:
@@ -365,7 +206,7 @@ class DocumentLibrary:
         roles = self.embedding_roles()
         # The manifest, not the queued entry; that entry stays visible until this ingestion's own replaces it
         # (dropping it here left a moment in which the document was unknown: 404 after a 202).
-        old = self._read_manifest(filename)
+        old = self.files.read_manifest(filename)
         same = (old is not None and old.sha256 == source.sha256 and old.pages == source.pages
                 and old.kind == source.kind and old.embedded == roles)
         if same and old is not None and old.status == "ready":
@@ -374,13 +215,13 @@ class DocumentLibrary:
         start = old.pages_done + 1 if same and old is not None else 1
         if old is not None and not same:
             self._remove(old)
-        texts = self._read_texts(filename)[:start - 1] if start > 1 else []
-        self._truncate_texts(filename, texts)
+        texts = self.files.read_texts(filename)[:start - 1] if start > 1 else []
+        self.files.write_texts(filename, texts)
         info = DocumentInfo(filename=filename, kind=source.kind, status="ingesting", pages=source.pages,
                             pages_done=start - 1, sha256=source.sha256, embedded=roles,
                             has_text=any(t.strip() for t in texts))
         self._active[filename] = info
-        self._write_meta(info)
+        self.files.write_manifest(info)
         try:
             for first in range(start, source.pages + 1, self.batch_pages):
                 last = min(first + self.batch_pages, source.pages + 1)
@@ -388,7 +229,7 @@ class DocumentLibrary:
                 self._store_batch(filename, source, pages, roles)
                 info.pages_done = last - 1
                 info.has_text = info.has_text or any(p.text.strip() for p in pages)
-                self._write_meta(info)
+                self.files.write_manifest(info)
                 if progress is not None:
                     progress(info.model_copy())
             info.status = "ready"
@@ -398,11 +239,11 @@ class DocumentLibrary:
             raise
         finally:
             self._active.pop(filename, None)
-            self._write_meta(info)
+            self.files.write_manifest(info)
         return info.model_copy()
 
-    def _store_batch(self, filename: str, source: PdfSource | ImageFolderSource, pages: list,
-                     roles: list[str]) -> None:
+    def _store_batch(self, filename: str, source: PdfSource | ImageFolderSource, pages: builtins.list,
+                     roles: builtins.list[str]) -> None:
         self.pages_dir.mkdir(parents=True, exist_ok=True)
         for page in pages:
             self._save_page(filename, source, page)
@@ -430,7 +271,7 @@ class DocumentLibrary:
     def _save_page(self, filename: str, source: PdfSource | ImageFolderSource, page: Any) -> None:
         if isinstance(source, ImageFolderSource):
             original = source.files[page.number - 1]  # page images are kept byte for byte
-            _atomic_write(self.pages_dir / f"{filename}_{page.number}{original.suffix.lower()}",
+            atomic_write(self.pages_dir / f"{filename}_{page.number}{original.suffix.lower()}",
                           original.read_bytes())
             return
         ext = ".jpg" if self.page_format == "jpeg" else ".png"
@@ -441,27 +282,6 @@ class DocumentLibrary:
         else:
             page.image.save(tmp, format="PNG", compress_level=6)
         tmp.replace(target)
-
-    def _read_texts(self, filename: str) -> list[str]:
-        path = self.texts_dir / f"{filename}.jsonl"
-        if not path.exists():
-            return []
-        by_page: dict[int, str] = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(json.JSONDecodeError, KeyError):  # a line cut short by a crash
-                row = json.loads(line)
-                by_page[int(row["page"])] = row["text"]
-        out = []
-        for number in range(1, len(by_page) + 1):
-            if number not in by_page:
-                break
-            out.append(by_page[number])
-        return out
-
-    def _truncate_texts(self, filename: str, texts: list[str]) -> None:
-        self.texts_dir.mkdir(parents=True, exist_ok=True)
-        lines = "".join(json.dumps({"page": i + 1, "text": t}) + "\n" for i, t in enumerate(texts))
-        _atomic_write(self.texts_dir / f"{filename}.jsonl", lines.encode())
 
     # -- deletion -----------------------------------------------------------------------------------
     def delete(self, filename: str) -> None:
@@ -482,7 +302,7 @@ class DocumentLibrary:
             for ext in PAGE_IMAGE_EXTS:
                 (self.pages_dir / f"{info.filename}_{page}{ext}").unlink(missing_ok=True)
         (self.texts_dir / f"{info.filename}.jsonl").unlink(missing_ok=True)
-        self._meta_path(info.filename).unlink(missing_ok=True)
+        self.files.meta_path(info.filename).unlink(missing_ok=True)
         with self._lexical_lock:
             for key in [k for k in self._lexical if k[0] == info.filename]:
                 del self._lexical[key]
@@ -493,7 +313,7 @@ class DocumentLibrary:
         info = self._read_meta(filename)
         return info.pages_done if info is not None else None
 
-    def page_candidates(self, filename: str, page: int) -> list[Path]:
+    def page_candidates(self, filename: str, page: int) -> builtins.list[Path]:
         """Where a page image may be, in ARM-Thinker's extension order."""
         if self.arm is not None and not self._is_ours(filename):
             return self.arm.page_candidates(filename, page)
@@ -546,21 +366,9 @@ class DocumentLibrary:
             if key in self._lexical:
                 self._lexical.move_to_end(key)
                 return self._lexical[key]
-        index = LexicalIndex(self._read_texts(info.filename)[:info.pages_done])
+        index = LexicalIndex(self.files.read_texts(info.filename)[:info.pages_done])
         with self._lexical_lock:
             self._lexical[key] = index
             while len(self._lexical) > 64:
                 self._lexical.popitem(last=False)
         return index
-
-    def save_upload(self, data: bytes, name: str) -> Path:
-        self.uploads_dir.mkdir(parents=True, exist_ok=True)
-        path = self.uploads_dir / f"{time.time_ns()}-{name}"
-        _atomic_write(path, data)
-        return path
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from PIL import Image
 
@@ -57,7 +58,7 @@ class Page:
 
 
 class PdfSource:
-    kind = "pdf"
+    kind: Final = "pdf"
 
     def __init__(self, path: Path, long_side: int):
         import pypdfium2 as pdfium
@@ -97,7 +98,7 @@ class PdfSource:
 class ImageFolderSource:
     """One document's pages from a folder laid out as ARM-Thinker expects: `{filename}_{page}.{ext}`."""
 
-    kind = "images"
+    kind: Final = "images"
 
     def __init__(self, folder: Path, filename: str):
         self.path = folder

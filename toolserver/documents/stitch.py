@@ -17,7 +17,7 @@ def shrink_to_long_side(image: Image.Image, target: int = MAX_SIDE) -> Image.Ima
     if max(w, h) <= target:
         return image
     size = (target, int(target * h / w)) if w >= h else (int(target * w / h), target)
-    return image.resize(size, Image.BICUBIC)
+    return image.resize(size, Image.Resampling.BICUBIC)
 
 
 def stitch(pages: list[Image.Image], *, target: int = MAX_SIDE, gap: int = GAP,
@@ -33,5 +33,5 @@ def stitch(pages: list[Image.Image], *, target: int = MAX_SIDE, gap: int = GAP,
         x += page.width + gap
     if width * height > max_pixels:
         factor = math.sqrt(max_pixels / (width * height))
-        canvas = canvas.resize((int(width * factor), int(height * factor)), Image.BICUBIC)
+        canvas = canvas.resize((int(width * factor), int(height * factor)), Image.Resampling.BICUBIC)
     return canvas

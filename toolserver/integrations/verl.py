@@ -220,7 +220,8 @@ class ToolServerTool(BaseTool):
         entries = {entry["function"]["name"]: entry for entry in response.json()}
         if self.tool_name not in entries:  # another name the profile answers to (Pixel-Reasoner's `zoom_in`)
             profiles = httpx.get(f"{base}/v1/profiles", headers=headers, timeout=self.settings.timeout).json()
-            aliases = next((p.get("aliases", {}) for p in profiles if p["name"] == self.settings.profile), {})
+            aliases: dict[str, str] = next(
+                (p.get("aliases", {}) for p in profiles if p["name"] == self.settings.profile), {})
             target = entries.get(aliases.get(self.tool_name, ""))
             if target is None:
                 raise ValueError(f"toolserver profile {self.settings.profile!r} has no tool {self.tool_name!r}")

@@ -46,10 +46,10 @@ class GroundlightZoom(Tool):
             raise ToolFailure("Error: Image not found in images. This shouldn't be possible", "unknown_image")
         entry = ctx.images[0]  # the tool always zooms the input image
         keypoint = args.get("keypoint")
-        two_ints = isinstance(keypoint, list | tuple) and len(keypoint) == 2 and all(isinstance(v, int) for v in keypoint)
-        if not two_ints or keypoint is None:
+        pair = keypoint if isinstance(keypoint, list | tuple) and len(keypoint) == 2 else None
+        if pair is None or not all(isinstance(v, int) for v in pair):
             raise _error("Error:keypoint must be a list or tuple of two integers [x, y]")
-        x, y = (int(v) for v in keypoint)
+        x, y = (int(v) for v in pair)
         view = entry.pixels
         if entry.view_size and entry.view_size != entry.size:
             size = entry.view_size

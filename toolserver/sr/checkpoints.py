@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from toolserver.sr.arch import SMFANet
@@ -94,10 +94,11 @@ def infer_config(state: Mapping[str, object]) -> NetworkConfig:
     missing = [k for k in required if not isinstance(state.get(k), torch.Tensor)]
     if missing:
         raise CheckpointError(f"not an SMFANet state dict (missing {', '.join(missing)})")
-    dim = state["to_feat.weight"].shape[0]  # type: ignore[union-attr]
+    shape = {k: tuple(cast("torch.Tensor", state[k]).shape) for k in required}  # all checked to be tensors
+    dim = shape["to_feat.weight"][0]
     blocks = {int(m.group(1)) for k in state if (m := re.match(r"feats\.(\d+)\.", k))}
-    hidden = state["feats.0.pcfn.conv_0.weight"].shape[0]  # type: ignore[union-attr]
-    out_channels = state["to_img.0.weight"].shape[0]  # type: ignore[union-attr]
+    hidden = shape["feats.0.pcfn.conv_0.weight"][0]
+    out_channels = shape["to_img.0.weight"][0]
     scale = round((out_channels / 3) ** 0.5)
     if 3 * scale * scale != out_channels or scale < 1:
         raise CheckpointError(f"to_img.0 has {out_channels} output channels, which is not 3 x scale^2")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from toolserver.models import ErrorInfo, ValidateItem, ValidateResult
-from toolserver.tools.validators import BATCH_PARAMS, run_check
+from toolserver.validation.specs import BATCH_PARAMS, run_check
 
 
 def _error(code: str, message: str) -> ValidateResult:

@@ -1,0 +1,38 @@
+"""Python clients for a toolserver: `Client` (sync) and `AsyncClient`, both on httpx.
+
+    from toolserver.client import Client
+
+    with Client("http://127.0.0.1:8000") as ts, ts.create_session([image]) as session:
+        result = session.call("zoom_in", image_key="img_0", bbox=[100, 100, 500, 400])
+        messages = session.run_tool_calls(completion.choices[0].message.tool_calls).messages
+
+Images go up once per session (PIL images, local paths and bytes as multipart files; `ImageInput` for a
+server path, a URL or a data URI) and are then named by key. Tool failures are results (`ok=False`, text for
+the model); protocol failures raise `ToolServerError` subclasses. 429 and 503 answers are retried with
+exponential backoff that honours `Retry-After`; so are connections that never reached the server. A read
+timeout is not retried (the call may have run) and raises `ToolServerTimeout`.
+"""
+
+from toolserver.client.aio import AsyncClient, AsyncSession
+from toolserver.client.errors import (
+    SessionNotFound,
+    ToolServerError,
+    ToolServerOverloaded,
+    ToolServerTimeout,
+    ToolServerUnavailable,
+)
+from toolserver.client.sync import Client, Session
+from toolserver.models import ImageInput
+
+__all__ = [
+    "AsyncClient",
+    "AsyncSession",
+    "Client",
+    "ImageInput",
+    "Session",
+    "SessionNotFound",
+    "ToolServerError",
+    "ToolServerOverloaded",
+    "ToolServerTimeout",
+    "ToolServerUnavailable",
+]

@@ -1,0 +1,91 @@
+"""The client's errors: protocol failures as exceptions, which answers are retried, and how long to wait."""
+
+from __future__ import annotations
+
+import httpx
+from tenacity import wait_exponential_jitter
+
+
+# -- errors --------------------------------------------------------------------------------------
+class ToolServerError(Exception):
+    """A protocol-level failure: the HTTP status, the server's error code and its message."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
+        super().__init__(message if status is None else f"{status} {code}: {message}")
+        self.message, self.status, self.code = message, status, code
+
+
+class SessionNotFound(ToolServerError):
+    """404 (never existed, or released) or 410 (expired or evicted): create a new session."""
+
+
+class ToolServerOverloaded(ToolServerError):
+    """429 after every retry: the server's queue stayed full."""
+
+
+class ToolServerUnavailable(ToolServerError):
+    """503 after every retry (shutting down, or a required component missing), or no connection at all."""
+
+
+class ToolServerTimeout(ToolServerError):
+    """No answer within the timeout. Not retried: the call may have run on the server."""
+
+
+class _Retryable(Exception):
+    def __init__(self, error: ToolServerError, retry_after: float | None):
+        super().__init__(str(error))
+        self.error, self.retry_after = error, retry_after
+
+
+def _error_from(response: httpx.Response) -> ToolServerError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    detail = body.get("detail", response.text) if isinstance(body, dict) else response.text
+    if isinstance(detail, list):  # FastAPI's own validation errors
+        detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
+    code = body.get("code") if isinstance(body, dict) else None
+    status = response.status_code
+    kind = {404: SessionNotFound, 410: SessionNotFound, 429: ToolServerOverloaded,
+            503: ToolServerUnavailable}.get(status, ToolServerError)
+    return kind(str(detail), status=status, code=code or "http_error")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "")))
+    except ValueError:
+        return None
+
+
+class _Wait:
+    """Exponential backoff with jitter, or the server's `Retry-After` when it gives one (capped)."""
+
+    def __init__(self, backoff: float, max_backoff: float):
+        self.exponential = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
+        self.max_backoff = max_backoff
+
+    def __call__(self, state) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return min(exc.retry_after, self.max_backoff)
+        return self.exponential(state)
+
+
+# -- request building shared by both clients -----------------------------------------------------
+def _check(response: httpx.Response) -> httpx.Response:
+    if response.status_code in (429, 503):
+        raise _Retryable(_error_from(response), _retry_after(response))
+    if response.is_error:
+        raise _error_from(response)
+    return response
+
+
+def _transport_error(exc: httpx.TransportError, url: str) -> ToolServerError | _Retryable:
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        # The request never reached the server: safe to retry.
+        return _Retryable(ToolServerUnavailable(f"cannot connect to {url}: {exc}"), None)
+    if isinstance(exc, httpx.TimeoutException):
+        return ToolServerTimeout(f"no answer from {url} in time ({type(exc).__name__})")
+    return ToolServerError(f"{type(exc).__name__} talking to {url}: {exc}")

@@ -1,0 +1,177 @@
+"""The synchronous client (`Client`) and its session handle (`Session`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import httpx
+from tenacity import Retrying
+
+from toolserver.client.errors import (
+    SessionNotFound,
+    _check,
+    _Retryable,
+    _transport_error,
+)
+from toolserver.client.payloads import (
+    DEFAULT_URL,
+    ImageLike,
+    ImageMessage,
+    _as_created,
+    _Config,
+    _image_payload,
+    _session_settings,
+    _SessionHandle,
+    _tool_calls_body,
+    _validate_items,
+    _video_body,
+)
+from toolserver.models import (
+    ActResponse,
+    AddedImages,
+    AddedTexts,
+    ImageInfo,
+    OutputSettings,
+    SessionCreated,
+    SessionInfo,
+    ToolCallsResponse,
+    ToolResult,
+    ValidateItem,
+    ValidateResponse,
+    ValidateResult,
+    ViewSettings,
+)
+
+
+# -- sync ----------------------------------------------------------------------------------------
+class Client:
+    """A toolserver over HTTP. Thread-safe; reuse one per process (it pools connections)."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float = 60.0,
+                 retries: int = 4, backoff: float = 0.5, max_backoff: float = 30.0,
+                 headers: Mapping[str, str] | None = None, limits: httpx.Limits | None = None,
+                 transport: httpx.BaseTransport | None = None):
+        self._config = _Config(base_url, api_key, timeout, retries, backoff, max_backoff, headers)
+        self._http = httpx.Client(base_url=self._config.base_url, headers=self._config.headers,
+                                  timeout=self._config.timeout, transport=transport,
+                                  limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20))
+
+    def request(self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any) -> httpx.Response:
+        """One HTTP request with the client's retry policy; raises `ToolServerError` on failure."""
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        try:
+            for attempt in Retrying(**self._config.retrying_kwargs()):
+                with attempt:
+                    try:
+                        return _check(self._http.request(method, path, **kwargs))
+                    except httpx.TransportError as exc:
+                        raise _transport_error(exc, self._config.base_url + path) from exc
+        except _Retryable as exc:
+            raise exc.error from None
+        raise AssertionError("unreachable")
+
+    def create_session(self, images: Sequence[ImageLike] | Mapping[str, ImageLike] = (),
+                       texts: Mapping[str, str] | Sequence[str] | None = None, *, profile: str = "default",
+                       coords: str | None = None, view: ViewSettings | Mapping | None = None,
+                       output: OutputSettings | Mapping | None = None, ttl_s: float | None = None,
+                       max_tool_calls: int | None = None) -> Session:
+        """A new session holding `images` (keys img_0, img_1, … or the mapping's keys) and `texts`."""
+        settings = _session_settings(profile, coords, view, output, ttl_s, max_tool_calls, texts)
+        response = self.request("POST", "/v1/sessions", **_image_payload(images, settings))
+        return Session(self, SessionCreated.model_validate_json(response.content))
+
+    def session(self, session_id: str) -> Session:
+        """A handle on an existing session (for example one created by another process)."""
+        return Session(self, _as_created(self.request("GET", f"/v1/sessions/{session_id}")))
+
+    def list_tools(self, profile: str = "default", *, strict: bool = False) -> list[dict[str, Any]]:
+        """OpenAI function-calling entries, ready for `tools=` of a chat completion."""
+        return self.request("GET", "/v1/tools", params={"profile": profile, "strict": strict}).json()
+
+    def profiles(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/profiles").json()
+
+    def validate(self, items: Iterable[ValidateItem | Mapping[str, Any]]) -> list[ValidateResult]:
+        """Many (tool, params, text) checks in one request, without a session; one result per item."""
+        response = self.request("POST", "/v1/validate", json=_validate_items(items))
+        return ValidateResponse.model_validate_json(response.content).results
+
+    def ready(self) -> dict[str, Any]:
+        return self.request("GET", "/readyz").json()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Session(_SessionHandle):
+    """One session on the server. Use as a context manager to release it at the end."""
+
+    _client: Client
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None, /, *, timeout: float | None = None,
+             **kwargs: Any) -> ToolResult:
+        """Run one tool: `session.call("zoom_in", image_key="img_0", bbox=[...])` or with a dict."""
+        body = {**(arguments or {}), **kwargs}
+        response = self._client.request("POST", self._path(f"/tools/{name}"), json=body, timeout=timeout)
+        return ToolResult.model_validate_json(response.content)
+
+    def run_tool_calls(self, tool_calls: Iterable[Any], *, image_message: ImageMessage = "tool",
+                       timeout: float | None = None) -> ToolCallsResponse:
+        """Run an assistant message's OpenAI `tool_calls`; `.messages` are the messages to append."""
+        response = self._client.request("POST", self._path("/tool_calls"),
+                                        json=_tool_calls_body(tool_calls, image_message), timeout=timeout)
+        return ToolCallsResponse.model_validate_json(response.content)
+
+    def act(self, text: str, *, format: str = "auto", timeout: float | None = None) -> ActResponse:
+        """Find the tool calls in raw model output, run them, and get the observation to append."""
+        response = self._client.request("POST", self._path("/act"), json={"text": text, "format": format},
+                                        timeout=timeout)
+        return ActResponse.model_validate_json(response.content)
+
+    def add_images(self, images: Sequence[ImageLike] | Mapping[str, ImageLike]) -> list[ImageInfo]:
+        response = self._client.request("POST", self._path("/images"), **_image_payload(images, None))
+        added = AddedImages.model_validate_json(response.content).images
+        self.created.images.extend(added)
+        return added
+
+    def add_video(self, video: bytes | str | os.PathLike, *, key: str | None = None,
+                  frames_per_second: float | None = None, max_frames: int | None = None) -> AddedImages:
+        """A video (MP4/MOV, WebM, MKV; bytes or a local file) as sampled frames, each a session image;
+        `.videos[0]` has the frame keys and their timestamps."""
+        body = _video_body(video, key, frames_per_second, max_frames)
+        added = AddedImages.model_validate_json(self._client.request("POST", self._path("/images"), json=body).content)
+        self.created.images.extend(added.images)
+        return added
+
+    def add_texts(self, texts: Mapping[str, str] | Sequence[str]) -> list[str]:
+        body = {"texts": dict(texts) if isinstance(texts, Mapping) else list(texts)}
+        response = self._client.request("POST", self._path("/texts"), json=body)
+        return AddedTexts.model_validate_json(response.content).texts
+
+    def info(self) -> SessionInfo:
+        return SessionInfo.model_validate_json(self._client.request("GET", self._path()).content)
+
+    def image_bytes(self, key: str, format: str | None = None) -> bytes:
+        params = {"format": format} if format else None
+        return self._client.request("GET", self._path(f"/images/{key}"), params=params).content
+
+    def release(self) -> None:
+        """Free everything the session holds. Releasing a session that is already gone is not an error."""
+        with contextlib.suppress(SessionNotFound):
+            self._client.request("DELETE", self._path())
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
