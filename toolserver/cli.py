@@ -38,7 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # One process owns its in-memory sessions: scale out with replicas (and the Redis store), not workers.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=logging_config(
         settings.log_format, level), log_level=level, access_log=False,
-        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)))
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)), timeout_keep_alive=settings.keep_alive_s)
     DrainingServer(config, app.state.gate, grace_s=settings.shutdown_grace_s).run()
     return 0
 

@@ -22,6 +22,9 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    # Idle keep-alive of client connections: longer than the pools of common clients (aiohttp 15 s, httpx 5 s,
+    # requests' unbounded pool), so a client reusing a pooled connection does not race the server closing it.
+    keep_alive_s: int = Field(default=75, ge=1)
     api_keys: list[str] = Field(default_factory=list, description="Bearer keys; empty means no auth.")
 
     data_dir: Path = Path("data")

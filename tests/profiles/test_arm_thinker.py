@@ -1,6 +1,7 @@
 """Golden tests of profiles `arm-thinker` and `arm-thinker-qwen3vl` (toolserver/profiles/arm_thinker.py).
 
-Expected values are derived by hand from reference/seed_impls.md and the papers (the arithmetic is in the
+Expected values are derived by hand from the systems' code (InternLM/ARM-Thinker @ 96b1baf and the others named in each
+profile module's docstring) and the papers (the arithmetic is in the
 comments), never by running our own code."""
 
 import pytest

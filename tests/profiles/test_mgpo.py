@@ -15,7 +15,7 @@ def test_mgpo_float32_mapping_on_5312x2988(client):
     # process_image: sqrt(1003520/15872256) = 0.251445 → 1335x751; smart_resize → 48*28=1344 x 27*28=756.
     assert (info["view_width"], info["view_height"]) == (1344, 756)
     r = call(client, sid, "grounding", {"bbox_2d": [0, 0, 1344, 756], "label": "all"})
-    # float32: 756 * (1/756) * 2988 = 2987.9998 → 2987 (seed_impls.md §7: "crops 5312x2987, not 2988").
+    # float32: 756 * (1/756) * 2988 = 2987.9998 → 2987 (MGPO's crop in xinyu1205/verl @ 994efbe, `vllm_rollout_spmd.py`: crops 5312x2987, not 2988).
     assert r["ok"] and r["meta"]["box_original"] == [0, 0, 5312, 2987]
     assert r["text"] == "Based on the provided coordinates, return the sub-image:"
     # The crop (5312x2987) goes through process_image: sqrt(1003520/15866944) → int sides 1335x751.

@@ -86,6 +86,11 @@ def _transport_error(exc: httpx.TransportError, url: str) -> ToolServerError | _
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         # The request never reached the server: safe to retry.
         return _Retryable(ToolServerUnavailable(f"cannot connect to {url}: {exc}"), None)
+    if isinstance(exc, httpx.WriteError) or (isinstance(exc, httpx.RemoteProtocolError)
+                                              and "without sending a response" in str(exc)):
+        # A pooled connection the server had just closed (its keep-alive ran out as the request went out): the
+        # request was not sent, or not read, so it is sent again on a fresh connection.
+        return _Retryable(ToolServerUnavailable(f"the connection to {url} closed before an answer: {exc}"), None)
     if isinstance(exc, httpx.TimeoutException):
         return ToolServerTimeout(f"no answer from {url} in time ({type(exc).__name__})")
     return ToolServerError(f"{type(exc).__name__} talking to {url}: {exc}")

@@ -18,7 +18,8 @@ from PIL import Image
 
 from toolserver.models import FILENAME_PATTERN
 
-# ARM-Thinker's page-image extensions, in its lookup order (seed_impls.md §1.3).
+# ARM-Thinker's page-image extensions, in its lookup order (InternLM/ARM-Thinker @ 96b1baf,
+# `verl/tools/doc_page_tools.py`).
 PAGE_IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp")
 _PAGE_FILE = re.compile(r"^(?P<name>.+)_(?P<page>\d+)(?P<ext>\.(?:jpg|jpeg|png|webp))$", re.IGNORECASE)
 # Document ids become file names ({filename}_{page}.jpg): keep them to a safe, portable alphabet.

@@ -1,4 +1,5 @@
-"""ARM-Thinker's page presentation (seed_impls.md §1.3): shrink to a long side, stitch left to right on white."""
+"""ARM-Thinker's page presentation (InternLM/ARM-Thinker @ 96b1baf, `verl/tools/doc_page_tools.py`): shrink to a
+long side, stitch left to right on white."""
 
 from __future__ import annotations
 
