@@ -39,7 +39,7 @@ from bench.common import PHOTOS, ROOT, Server, photo_4000x3000
 from toolserver.imaging import encode_image
 from toolserver.profiles.groundlight import WINDOW, upscale_to, window_box
 from toolserver.profiles.mgpo import process_image, to_original_f32
-from toolserver.profiles.pixel_reasoner import WHOLE_IMAGE, crop_result, jpeg_round_trip
+from toolserver.profiles.pixel_reasoner import WHOLE_IMAGE, crop_encoded, jpeg_round_trip
 from toolserver.profiles.qwen_family import arm_adjust_box, fetch_image_view, qwen3_crop_and_resize, qwen3_expand_box
 
 MODEL_DIR = ROOT.parent / "shared" / "models" / "smfanet"
@@ -123,9 +123,11 @@ def floors(photo: Image.Image, views: dict[str, Image.Image], sr) -> dict[str, C
         "default/select_frames": lambda: pybase64.b64encode_as_string(PHOTO_BYTES),
         "deepeyes/image_zoom_in_tool": lambda: encode_inline(photo.crop(DEEPEYES_BOX)),
         "deepeyes/image_rotate_tool": lambda: encode_inline(photo.rotate(90)),
-        "pixel-reasoner/crop_image": lambda: encode_inline(crop_result(views["pixel-reasoner"],
-                                                                       [0.4, 0.4, 0.65, 0.65])[0]),
-        "pixel-reasoner/select_frames": lambda: encode_inline(crop_result(views["pixel-reasoner"], WHOLE_IMAGE)[0]),
+        # Pixel-Reasoner's result is the reference's JPEG: those bytes are what is delivered.
+        "pixel-reasoner/crop_image": lambda: pybase64.b64encode_as_string(
+            crop_encoded(views["pixel-reasoner"], [0.4, 0.4, 0.65, 0.65])[1]),
+        "pixel-reasoner/select_frames": lambda: pybase64.b64encode_as_string(
+            crop_encoded(views["pixel-reasoner"], WHOLE_IMAGE)[1]),
     }
     if sr is not None:
         out["default/super_resolution"] = sr_floor((1600, 1200, 1800, 1350))

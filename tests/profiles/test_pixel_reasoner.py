@@ -5,6 +5,7 @@ Sizes and boxes are worked out by hand from the reference's arithmetic (in the c
 follow the reference's chain: the model's view JPEG-encoded by the agent loop, the crop, verl-tool's
 fetch_image (bicubic smart_resize, 4..5120 tokens), the result JPEG-encoded at Pillow's default quality."""
 
+import base64
 import io
 import json
 
@@ -214,3 +215,34 @@ def test_act_without_a_tool_call_ends_the_episode(client):
     sid = make_session(client, "pixel-reasoner", SRC)
     j = act(client, sid, r"The answer is \boxed{3}.")
     assert j["done"] and j["results"] == [] and j["observation"] == [] and j["prompt"] == ""
+
+
+def jpeg_bytes(image: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def test_results_are_delivered_as_the_references_jpeg_bytes(client):
+    sid = make_session(client, "pixel-reasoner", SRC)
+    first = crop(client, sid, [0.1, 0.1, 0.5, 0.5], 1)
+    assert first["images"][0]["mime"] == "image/jpeg"
+    held = image_of(first).convert("RGB")
+    # As in test_targets_count_every_image_and_results_are_the_decoded_jpeg: box (60, 72, 339, 280) of image 2,
+    # resized to 280x196, then saved as JPEG with Pillow's defaults, which is what verl-tool sends.
+    second = crop(client, sid, [100, 100, 300, 300], 2)
+    sent = base64.b64decode(second["images"][0]["data"])
+    assert sent == jpeg_bytes(held.crop((60, 72, 339, 280)).resize((280, 196)))
+    frames = call(client, sid, "select_frames", {"target_frames": [1, 2]})
+    assert [image["mime"] for image in frames["images"]] == ["image/jpeg"] * 2
+    # The stored result is exactly those bytes decoded: a later crop of it sees the pixels the model saw.
+    assert Image.open(io.BytesIO(sent)).convert("RGB").tobytes() == image_of(second).convert("RGB").tobytes()
+
+
+def test_path_delivery_writes_the_jpeg_as_a_jpg_file(client):
+    sid = make_session(client, "pixel-reasoner", SRC, output={"delivery": "path"})
+    result = crop(client, sid, [0.1, 0.1, 0.5, 0.5], 1)
+    image = result["images"][0]
+    assert image["mime"] == "image/jpeg" and image["path"].endswith("/observation_1.jpg")
+    with open(image["path"], "rb") as f:
+        assert f.read(3) == b"\xff\xd8\xff"  # a JPEG, as the reference sends

@@ -22,6 +22,8 @@ from toolserver.memorymap import ImageEntry, SessionMap, compute_view
 from toolserver.models import ErrorInfo, ResultImage, ToolResult
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+
 
 @dataclass(frozen=True)
 class Delivered:
@@ -53,28 +55,31 @@ class Delivery:
         delivered = []
         stored: list[bytes | None] = []
         for offset, (img, entry) in enumerate(output.returned()):
-            data = None
+            data, mime = None, OUTPUT_FORMATS[fmt]
             if delivery != "ref":
-                if entry is not None and entry.is_input and entry.source_mime is not None and delivery == "inline":
+                encoded = output.encoded_form(offset)
+                if encoded is not None:  # the system's own bytes for this result (they decode to `img`)
+                    data, mime = encoded
+                elif entry is not None and entry.is_input and entry.source_mime is not None and delivery == "inline":
                     # An input returned again: its uploaded bytes are exact and cost no encoding.
                     data, mime = entry.source_bytes or b"", entry.source_mime or "application/octet-stream"
                 else:
-                    data, mime = self.encode(img, fmt), OUTPUT_FORMATS[fmt]
+                    data = self.encode(img, fmt)
                 if delivery == "inline":
                     delivered.append(Delivered(mime=mime, data=pybase64.b64encode_as_string(data)))
                 else:
-                    path = self._write_output(ctx.session_id, ctx.observation_key(offset), fmt, data)
+                    path = self._write_output(ctx.session_id, ctx.observation_key(offset), mime, data)
                     delivered.append(Delivered(mime=mime, path=str(path)))
             if store_png and entry is None:  # new pixels, kept losslessly (reused images are stored already)
-                stored.append(data if data is not None and fmt == "png" else self.encode(img, "png"))
+                stored.append(data if data is not None and mime == "image/png" else self.encode(img, "png"))
             else:
                 stored.append(None)
         return output, delivered, stored
 
-    def _write_output(self, session_id: str, key: str, fmt: str, data: bytes) -> Path:
+    def _write_output(self, session_id: str, key: str, mime: str, data: bytes) -> Path:
         directory = self.settings.resolved_output_dir().resolve() / session_id
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{key}.{'jpg' if fmt == 'jpeg' else fmt}"
+        path = directory / f"{key}.{_EXTENSIONS.get(mime, 'bin')}"
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)

@@ -58,15 +58,20 @@ class SelectFramesArgs(BaseModel):
                                          "type": "integer", "description": "Frame index from 1 to 16."}})
 
 
-def jpeg_round_trip(image: Image.Image) -> Image.Image:
-    """What the model gets back from verl-tool: the image saved as JPEG with Pillow's defaults, decoded."""
+def jpeg_encode(image: Image.Image) -> tuple[Image.Image, bytes]:
+    """What verl-tool sends back: the image saved as JPEG with Pillow's defaults; and those bytes, decoded."""
     if image.mode != "RGB":
         image = image.convert("RGB")
     buf = io.BytesIO()
     image.save(buf, format="JPEG")
     decoded = Image.open(buf)
     decoded.load()
-    return decoded
+    return decoded, buf.getvalue()
+
+
+def jpeg_round_trip(image: Image.Image) -> Image.Image:
+    """What the model gets back from verl-tool: the image saved as JPEG with Pillow's defaults, decoded."""
+    return jpeg_encode(image)[0]
 
 
 def fetch_image(image: Image.Image) -> Image.Image:
@@ -96,10 +101,18 @@ def crop(image: Image.Image, bbox: Any, padding: tuple[float, float] = (0.1, 0.1
     return image.crop(box), box
 
 
-def crop_result(source: Image.Image, bbox: Any) -> tuple[Image.Image, tuple[int, int, int, int]]:
-    """What a call returns for one image: the crop, verl-tool's fetch_image, the JPEG round trip; and the box."""
+def crop_encoded(source: Image.Image, bbox: Any) -> tuple[Image.Image, bytes, tuple[int, int, int, int]]:
+    """What a call returns for one image: the crop through verl-tool's fetch_image as JPEG (decoded, and the
+    very bytes the reference sends), and the box."""
     cropped, box = crop(source, bbox)
-    return jpeg_round_trip(fetch_image(cropped)), box
+    decoded, data = jpeg_encode(fetch_image(cropped))
+    return decoded, data, box
+
+
+def crop_result(source: Image.Image, bbox: Any) -> tuple[Image.Image, tuple[int, int, int, int]]:
+    """The decoded result of `crop_encoded` and its box."""
+    decoded, _, box = crop_encoded(source, bbox)
+    return decoded, box
 
 
 def input_rule(entry: ImageEntry) -> str:
@@ -164,11 +177,12 @@ class PixelCrop(Tool):
         entry = ctx.images[target - 1]
         try:
             source = source_image(ctx, entry)
-            shown, box = crop_result(source, bbox)
+            shown, data, box = crop_encoded(source, bbox)
         except Exception as exc:
             raise ToolFailure(f"Error processing image: {exc}", "tool_error") from None
         width, height = shown.size
         return ToolOutput(text=f"Here is the cropped image. (Image Size: {width}x{height})\n<image>", images=[shown],
+                          encoded=[(data, "image/jpeg")],
                           meta={"source": entry.key, "box_source": list(box),
                                 "box_original": _to_original(box, source.size, entry.size)})
 
@@ -194,13 +208,15 @@ class PixelSelectFrames(Tool):
             raise ToolFailure(f"Too many target_frames ({len(frames)}): at most {MAX_SELECTED} at once.",
                               "invalid_arguments")
         try:
-            shown = [crop_result(source_image(ctx, ctx.images[f - 1]), WHOLE_IMAGE)[0] for f in frames]
+            results = [crop_encoded(source_image(ctx, ctx.images[f - 1]), WHOLE_IMAGE) for f in frames]
+            shown = [decoded for decoded, _, _ in results]
             width, height = shown[0].size
         except Exception as exc:
             raise ToolFailure(f"Error processing frames: {exc}", "tool_error") from None
         text = (f"Here are the selected frames. (Frame Size: {width}x{height}, Numbered 1 to {len(shown)}):"
                 + "<image>" * len(shown))
-        return ToolOutput(text=text, images=shown, meta={"sources": [ctx.images[f - 1].key for f in frames]})
+        return ToolOutput(text=text, images=shown, encoded=[(data, "image/jpeg") for _, data, _ in results],
+                          meta={"sources": [ctx.images[f - 1].key for f in frames]})
 
 
 PROFILES = (

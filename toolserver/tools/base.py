@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 class ToolOutput:
     text: str
     images: list[Image.Image] = field(default_factory=list)
+    # Where a system defines its result as an encoded image (Pixel-Reasoner's JPEG), those bytes and their MIME
+    # type, one per entry of `images` (None: encoded as the session asks): delivered as they are, so the client
+    # decodes the very pixels the reference's model sees. `images` holds their decoded pixels.
+    encoded: list[tuple[bytes, str] | None] = field(default_factory=list)
     # Existing images returned again (lookback): each gets a new observation key, pixels shared.
     reused: list[ImageEntry] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -40,6 +44,10 @@ class ToolOutput:
     @classmethod
     def failure(cls, text: str, code: str, **meta: Any) -> ToolOutput:
         return cls(text=text, ok=False, error_code=code, meta=meta)
+
+    def encoded_form(self, offset: int) -> tuple[bytes, str] | None:
+        """The bytes the system defines for the `offset`-th returned image, if it defines any."""
+        return self.encoded[offset] if offset < len(self.encoded) else None
 
     def returned(self) -> list[tuple[Image.Image, ImageEntry | None]]:
         """Every image this call returns, in key order: new images, then reused ones (with their source)."""
