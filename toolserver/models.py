@@ -106,6 +106,11 @@ class SessionSettings(BaseModel):
     output: OutputSettings = Field(default_factory=OutputSettings)
     ttl_s: float | None = Field(default=None, gt=0, description="Idle time before expiry (server default 3600).")
     max_tool_calls: int | None = Field(default=None, ge=0, description="Overrides the profile's call limit.")
+    input_form: Literal["original", "view"] = Field(default="original", description=(
+        "`view`: input images are uploaded as the model already sees them (the trainer resized them by the "
+        "session's view rule, e.g. verl's dataset, and sends them as its agent loop does): each one's size must be "
+        "one the rule produces, and the server neither resizes nor re-encodes them. `original`: the server "
+        "derives the model's view from the original."))
 
 
 class CreateSessionRequest(SessionSettings):

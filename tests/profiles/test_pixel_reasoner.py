@@ -246,3 +246,25 @@ def test_path_delivery_writes_the_jpeg_as_a_jpg_file(client):
     assert image["mime"] == "image/jpeg" and image["path"].endswith("/observation_1.jpg")
     with open(image["path"], "rb") as f:
         assert f.read(3) == b"\xff\xd8\xff"  # a JPEG, as the reference sends
+
+
+def test_inputs_uploaded_as_the_view_are_held_as_they_are(client):
+    # The trainer's view: smart_resize(480, 640) = 476x644, JPEG-encoded as verl-tool's agent loop sends it.
+    view_jpeg = jpeg_bytes(SRC.resize((644, 476), Image.Resampling.BICUBIC))
+    as_view = client.post("/v1/sessions", json={"profile": "pixel-reasoner", "input_form": "view",
+                                                "images": [{"data": base64.b64encode(view_jpeg).decode()}]})
+    assert as_view.status_code == 201, as_view.text
+    assert as_view.json()["images"][0]["view_width"] == 644
+    sid_view = as_view.json()["session_id"]
+    sid_original = make_session(client, "pixel-reasoner", SRC)
+    for bbox in ([0.1, 0.1, 0.5, 0.5], [100, 50, 400, 300]):
+        from_view, from_original = crop(client, sid_view, bbox, 1), crop(client, sid_original, bbox, 1)
+        assert from_view["meta"]["box_source"] == from_original["meta"]["box_source"]
+        assert from_view["images"][0]["data"] == from_original["images"][0]["data"]  # the same JPEG bytes
+
+
+def test_an_upload_the_view_rule_cannot_produce_is_refused(client):
+    r = client.post("/v1/sessions", json={"profile": "pixel-reasoner", "input_form": "view",
+                                          "images": [{"data": b64(jpeg_bytes(SRC))}]})
+    assert r.status_code == 422 and r.json()["code"] == "not_a_view"
+    assert "640x480" in r.json()["detail"] and "644x476" in r.json()["detail"]

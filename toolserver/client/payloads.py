@@ -96,9 +96,11 @@ def _image_payload(images: Sequence[ImageLike] | Mapping[str, ImageLike],
 
 def _session_settings(profile: str, coords: str | None, view: ViewSettings | Mapping | None,
                       output: OutputSettings | Mapping | None, ttl_s: float | None,
-                      max_tool_calls: int | None, texts: Mapping[str, str] | Sequence[str] | None) -> dict[str, Any]:
+                      max_tool_calls: int | None, texts: Mapping[str, str] | Sequence[str] | None,
+                      input_form: str | None = None) -> dict[str, Any]:
     settings: dict[str, Any] = {"profile": profile}
-    for name, scalar in (("coords", coords), ("ttl_s", ttl_s), ("max_tool_calls", max_tool_calls)):
+    for name, scalar in (("coords", coords), ("ttl_s", ttl_s), ("max_tool_calls", max_tool_calls),
+                         ("input_form", input_form)):
         if scalar is not None:
             settings[name] = scalar
     for name, nested in (("view", view), ("output", output)):

@@ -149,6 +149,12 @@ class Intake:
         entries = []
         for (image, _), key in zip(decoded, keys, strict=True):
             view, view_error = compute_view(session.view_rule, image.pixels.size)
+            if session.settings.input_form == "view" and view != image.pixels.size:
+                width, height = image.pixels.size
+                made = f"would make it {view[0]}x{view[1]}" if view else f"refuses it ({view_error})"
+                raise BadRequest(f"image {key!r} is {width}x{height}, which the session's view rule does not produce "
+                                 f"(the rule {made}); with input_form 'view', upload images as the model sees them",
+                                 code="not_a_view")
             entries.append(ImageEntry(key=key, index=-1, origin="input", pixels=image.pixels, view_size=view,
                                       view_error=view_error, source_bytes=image.source_bytes,
                                       source_mime=image.mime if image.source_bytes is not None else None))

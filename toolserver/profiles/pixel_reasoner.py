@@ -122,8 +122,10 @@ def input_rule(entry: ImageEntry) -> str:
 
 def source_image(ctx: ToolContext, entry: ImageEntry) -> Image.Image:
     """The image as verl-tool's server holds it: an input as the agent loop sends it, a result as returned."""
-    if not entry.is_input:
-        return entry.pixels  # registered as the decoded JPEG already
+    if not entry.is_input or ctx.inputs_are_views:
+        # A result is registered as the decoded JPEG already; an input uploaded as the view is what the agent
+        # loop sends (its JPEG, decoded), so it is held as it is, with no second resize or JPEG round trip.
+        return entry.pixels
     if entry.view_size is None:
         raise ValueError(entry.view_error or "the image has no model view")
     view_size = entry.view_size

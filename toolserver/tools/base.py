@@ -63,6 +63,7 @@ class ToolContext:
     texts: Mapping[str, str]
     coords: Coords
     observations: int  # tool images returned so far in this session
+    inputs_are_views: bool = False  # the session's input images were uploaded as the model sees them
     sr: SREngine | None = None  # the super-resolution engine, shared by all sessions
     documents: DocumentLibrary | None = None  # the document library, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
@@ -77,7 +78,7 @@ class ToolContext:
         assert session.settings.coords is not None  # filled from the profile at creation
         # What the call may read while texts are added beside it: a copy in memory, a read-on-demand view remotely.
         return cls(session.id, tuple(session.images), session.texts.copy(), session.settings.coords,
-                   session.observations, **services)
+                   session.observations, session.settings.input_form == "view", **services)
 
     def observation_key(self, offset: int = 0) -> str:
         return f"observation_{self.observations + 1 + offset}"
