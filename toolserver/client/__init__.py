@@ -13,6 +13,8 @@ exponential backoff that honours `Retry-After`; so are connections that never re
 timeout is not retried (the call may have run) and raises `ToolServerTimeout`.
 """
 
+# Besides `__all__`, the names the single-module client had (the default URL, the input types, the models its
+# methods take and return) stay importable from here, as redundant aliases so the linters read them as re-exports.
 from toolserver.client.aio import AsyncClient, AsyncSession
 from toolserver.client.errors import (
     SessionNotFound,
@@ -21,8 +23,24 @@ from toolserver.client.errors import (
     ToolServerTimeout,
     ToolServerUnavailable,
 )
+from toolserver.client.payloads import DEFAULT_URL as DEFAULT_URL
+from toolserver.client.payloads import ImageLike as ImageLike
+from toolserver.client.payloads import ImageMessage as ImageMessage
 from toolserver.client.sync import Client, Session
+from toolserver.models import ActResponse as ActResponse
+from toolserver.models import AddedImages as AddedImages
+from toolserver.models import AddedTexts as AddedTexts
+from toolserver.models import ImageInfo as ImageInfo
 from toolserver.models import ImageInput
+from toolserver.models import OutputSettings as OutputSettings
+from toolserver.models import SessionCreated as SessionCreated
+from toolserver.models import SessionInfo as SessionInfo
+from toolserver.models import ToolCallsResponse as ToolCallsResponse
+from toolserver.models import ToolResult as ToolResult
+from toolserver.models import ValidateItem as ValidateItem
+from toolserver.models import ValidateResponse as ValidateResponse
+from toolserver.models import ValidateResult as ValidateResult
+from toolserver.models import ViewSettings as ViewSettings
 
 __all__ = [
     "AsyncClient",

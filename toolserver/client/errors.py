@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import httpx
-from tenacity import wait_exponential_jitter
+from tenacity import RetryCallState, wait_exponential_jitter
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -66,14 +66,14 @@ class _Wait:
         self.exponential = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
         self.max_backoff = max_backoff
 
-    def __call__(self, state) -> float:
+    def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, _Retryable) and exc.retry_after is not None:
             return min(exc.retry_after, self.max_backoff)
         return self.exponential(state)
 
 
-# -- request building shared by both clients -----------------------------------------------------
+# -- answers and transport failures as errors or retries, for both clients -----------------------
 def _check(response: httpx.Response) -> httpx.Response:
     if response.status_code in (429, 503):
         raise _Retryable(_error_from(response), _retry_after(response))
