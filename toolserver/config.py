@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     mcp_idle_timeout_s: float = Field(default=1800.0, gt=0, description="Idle MCP sessions (and theirs) end.")
     mcp_allowed_hosts: list[str] = Field(
         default_factory=list, description="Host headers /mcp accepts (DNS-rebinding guard); empty: any.")
+    verl_tool_profile: str = Field(default="pixel-reasoner", description="The profile verl-tool's protocol "
+                                   "(`POST /get_observation`, `GET /health`) serves its trajectories with.")
+    verl_tool_done_if_invalid: bool = Field(default=False, description="verl-tool's `done_if_invalid`: a text with "
+                                            "no action ends its trajectory.")
 
     png_encoder: Literal["auto", "fpng", "pillow"] = Field(
         default="auto", description="Lossless PNG writer: `auto` uses fpng when installed (≈10× faster than zlib "

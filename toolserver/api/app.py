@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from toolserver import __version__
 from toolserver.api.bodies import BoundedJSONRoute, error_body
-from toolserver.api.routers import documents, inspection, operations, sessions, tools
+from toolserver.api.routers import documents, inspection, operations, sessions, tools, verl_tool
 from toolserver.api.routers.operations import UI_FILES
 from toolserver.config import Settings
 from toolserver.core import Core
@@ -28,7 +28,8 @@ from toolserver.formats import FORMATS
 from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext, internal_error_body
 from toolserver.models import AddImagesRequest, CreateSessionRequest, IngestPathRequest
 
-OPEN_PATHS = {"/healthz", "/readyz", "/docs", "/openapi.json", "/redoc", "/ui", *(f"/ui/{f}" for f in UI_FILES)}
+OPEN_PATHS = {"/healthz", "/readyz", "/health", "/docs", "/openapi.json", "/redoc", "/ui",
+              *(f"/ui/{f}" for f in UI_FILES)}
 
 DESCRIPTION = """
 Tools for vision-language models that think with images: zoom into a box, look back at an earlier
@@ -75,7 +76,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     _add_error_handlers(app, core)
     if settings.api_keys:
         _add_api_key_check(app, settings.api_keys)
-    for module in (sessions, inspection, tools, documents, operations):
+    for module in (sessions, inspection, tools, documents, operations, verl_tool):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})

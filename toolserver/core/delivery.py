@@ -7,7 +7,9 @@ loop afterwards, so a call that timed out or whose session ended changes nothing
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +90,16 @@ class Delivery:
     async def register_output(self, session: SessionMap, name: str, output: ToolOutput,
                               delivered: list[Delivered], stored: list[bytes | None], base_url: str) -> ToolResult:
         new_entries = []
+        lazy = not self.services.store.stores_encoded
         for offset, (img, source) in enumerate(output.returned()):
             view, view_error = compute_view(session.view_rule, img.size)
+            encoded = output.encoded_form(offset) if source is None and lazy else None
+            # A result defined by its encoded bytes (Pixel-Reasoner's JPEG) is held as those bytes, a tenth of
+            # its pixels, and decoded again only if a later call reads it: decoding them gives the same pixels.
             new_entries.append(ImageEntry(
-                key=session.observation_key(offset), index=-1, origin=f"tool:{name}", pixels=img,
+                key=session.observation_key(offset), index=-1, origin=f"tool:{name}",
+                pixels=img if encoded is None else None, size=img.size,
+                load_pixels=None if encoded is None else partial(_decode_exact, encoded[0]),
                 view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
             ))
         try:
@@ -152,3 +160,9 @@ def _thumbnail(entry: ImageEntry, max_side: int, quality: int) -> bytes:
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
         image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=3.0)
     return encode_image(image, "jpeg", jpeg_quality=quality)
+
+
+def _decode_exact(data: bytes) -> Image.Image:
+    image = Image.open(io.BytesIO(data))
+    image.load()
+    return image

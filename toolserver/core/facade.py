@@ -23,6 +23,7 @@ from toolserver.core.documents import Documents
 from toolserver.core.inspection import Inspection
 from toolserver.core.intake import Intake, RawImage
 from toolserver.core.readiness import Readiness, readiness
+from toolserver.core.verl_tool import ObservationRequest, ObservationResponse, VerlToolBridge
 from toolserver.core.wiring import Services
 from toolserver.errors import TooLarge
 from toolserver.geometry import Coords
@@ -62,6 +63,7 @@ class Core:
         self._calls = ToolCalls(self.services, self._delivery)
         self._inspection = Inspection(self.services)
         self._documents = Documents(self.documents, self.settings)
+        self._verl_tool: dict[str, VerlToolBridge] = {}
         self.started = time.time()
         self._sweeper: asyncio.Task | None = None
 
@@ -150,6 +152,18 @@ class Core:
                                       timeout=self.settings.tool_timeout_s)
         self.metrics.validations.inc(len(items))
         return ValidateResponse(results=results)
+
+    # -- verl-tool's tool-server protocol ------------------------------------------------------------
+    def verl_tool(self, profile: str | None = None) -> VerlToolBridge:
+        """The bridge serving verl-tool's protocol for `profile` (default: the `verl_tool_profile` setting)."""
+        name = get_profile(profile or self.settings.verl_tool_profile).name  # unknown: 422 unknown_profile
+        if name not in self._verl_tool:
+            self._verl_tool[name] = VerlToolBridge(name, self._intake, self._calls,
+                                                   done_if_invalid=self.settings.verl_tool_done_if_invalid)
+        return self._verl_tool[name]
+
+    async def get_observation(self, request: ObservationRequest, profile: str | None = None) -> ObservationResponse:
+        return await self.verl_tool(profile).get_observation(request)
 
     # -- documents (global, not per session) -------------------------------------------------------
     async def ingest_document(self, *, data: bytes | None = None, upload_name: str = "document.pdf",

@@ -58,7 +58,9 @@ class Intake:
         self.settings = services.settings
 
     async def create_session(self, request: CreateSessionRequest | None = None,
-                             raw_images: Sequence[RawImage] = ()) -> SessionCreated:
+                             raw_images: Sequence[RawImage] = (), *, check_views: bool = True) -> SessionCreated:
+        """`check_views=False`: inputs declared as views are taken at any size (verl-tool's protocol, whose
+        server crops whatever image the agent loop sends)."""
         request = request or CreateSessionRequest()
         store = self.services.store
         profile = get_profile(request.profile)
@@ -70,7 +72,7 @@ class Intake:
         decoded = await self.decode_all(request.images, raw_images, str(profile.alpha))
         session = await store.create(settings, ttl)
         try:
-            infos = await self.register_inputs(session, decoded.images)
+            infos = await self.register_inputs(session, decoded.images, check_views=check_views)
             texts = await self.add_texts_to(session, request.texts)
         except BaseException:
             with contextlib.suppress(ServiceError):
@@ -133,8 +135,8 @@ class Intake:
                   for frame in video.frames]
         return video, frames
 
-    async def register_inputs(self, session: SessionMap,
-                              decoded: list[tuple[DecodedImage, str | None]]) -> list[ImageInfo]:
+    async def register_inputs(self, session: SessionMap, decoded: list[tuple[DecodedImage, str | None]],
+                              *, check_views: bool = True) -> list[ImageInfo]:
         if len(session.images) + len(decoded) > self.settings.max_images_per_session:
             raise TooLarge(f"at most {self.settings.max_images_per_session} images per session")
         keys: list[str] = []
@@ -149,7 +151,7 @@ class Intake:
         entries = []
         for (image, _), key in zip(decoded, keys, strict=True):
             view, view_error = compute_view(session.view_rule, image.pixels.size)
-            if session.settings.input_form == "view" and view != image.pixels.size:
+            if check_views and session.settings.input_form == "view" and view != image.pixels.size:
                 width, height = image.pixels.size
                 made = f"would make it {view[0]}x{view[1]}" if view else f"refuses it ({view_error})"
                 raise BadRequest(f"image {key!r} is {width}x{height}, which the session's view rule does not produce "

@@ -44,6 +44,12 @@ class Parsed:
     # The environment ends the episode after this text (None: the general rule, no call means done).
     done: bool | None = None
 
+    @property
+    def is_action(self) -> bool:
+        """The text asks for a tool at all: a call, or a broken one that the tool answers (an empty error is a
+        text the system does not take as an action, e.g. Pixel-Reasoner's unknown action name)."""
+        return bool(self.calls) or any(self.errors)
+
 
 @dataclass(frozen=True)
 class TurnRule:
