@@ -21,6 +21,7 @@ from mcp import Client
 from PIL import Image
 
 from tests.conftest import gradient, png_bytes, start_server, stop_server
+from tests.profiles.helpers import act_image
 from toolserver.integrations.verl import ToolServerTool
 from toolserver.plugins import forget_plugins, load_plugins
 from toolserver.profiles import PROFILES, Profile, ProfileError
@@ -82,7 +83,8 @@ def test_act_with_the_plugin_format_named_and_the_trajectory(grid_server):
     assert acted["format"] == "grid" and [call["name"] for call in acted["calls"]] == ["zoom_cell"] * 2
     centre = acted["results"][0]
     assert centre["ok"] and centre["meta"]["box_original"] == [100, 70, 200, 140]
-    image = Image.open(io.BytesIO(base64.b64decode(centre["images"][0]["data"])))
+    assert centre["images"][0]["data"] is None  # carried once, in the observation
+    image = act_image(acted)
     assert image.size == (200, 140)
     assert image.tobytes() == picture.convert("RGB").crop((100, 70, 200, 140)).resize(
         (200, 140), Image.Resampling.BICUBIC).tobytes()

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from tests.conftest import PHOTOS, photo, smfanet_dir
-from tests.profiles.helpers import call, image_of, make_session
+from tests.profiles.helpers import act_image, call, image_of, make_session
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.sr.quality import psnr_y
@@ -153,7 +153,7 @@ def test_mags_rl_zoom_magnifies_with_smfanet(client, scene):
     assert result["ok"] and result["meta"]["magnified"] is True
     assert result["meta"]["enlargements"][0]["checkpoint"] == "SMFANet_DF2K_100w_x4SR.pth"
     box = result["meta"]["boxes_original"][0]
-    assert image_of(result).size == ((box[2] - box[0]) * 4, (box[3] - box[1]) * 4)
+    assert act_image(r).size == ((box[2] - box[0]) * 4, (box[3] - box[1]) * 4)
 
 
 def test_a_slow_enlargement_times_out_and_the_server_recovers(tmp_path):

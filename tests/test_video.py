@@ -13,6 +13,7 @@ from mcp import Client
 from PIL import Image
 
 from tests.conftest import b64, gradient, png_bytes
+from tests.profiles.helpers import act_image
 from tests.profiles.helpers import call as tool
 from tests.profiles.helpers import image_of as decoded
 from tests.video_helpers import make_video, source_frame
@@ -213,12 +214,12 @@ def test_video_frames_through_act(client):
                     '{"bbox_2d": [0.3, 0.3, 0.7, 0.7], "target_image": 3}}</tool_call>'}).json()
     result = j["results"][0]
     assert result["ok"] and result["meta"]["source"] == "original_image_2"
-    crop = np.asarray(decoded(result).convert("L"), dtype=float)
+    crop = np.asarray(act_image(j).convert("L"), dtype=float)
     assert abs(crop.mean() - (20 + 2 * 62)) < 4  # frame 62's grey
     sid = new_session(client, images=[{"data": b64(VIDEO), "max_frames": 4}])
     j = client.post(f"/v1/sessions/{sid}/act", json={"text": '<tool_call>{"name": "select_frames", "arguments": '
                                                              '{"frames": [0]}}</tool_call>'}).json()
-    assert j["results"][0]["ok"] and source_frame(decoded(j["results"][0])) == 12
+    assert j["results"][0]["ok"] and source_frame(act_image(j)) == 12
 
 
 def test_python_client_add_video(live_server, tmp_path):

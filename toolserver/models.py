@@ -237,7 +237,9 @@ class ResultImage(BaseModel):
     width: int
     height: int
     mime: str
-    data: str | None = Field(default=None, description="base64, for `inline` delivery")
+    data: str | None = Field(default=None, description=(
+        "base64, for `inline` delivery. In an `/act` answer an image is carried once: in `observation` (as a "
+        "data URL), and `data` here is null."))
     url: str | None = Field(default=None, description="GET it, for `ref` delivery")
     path: str | None = Field(default=None, description="a file in the shared directory, for `path` delivery")
 

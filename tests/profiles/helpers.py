@@ -29,6 +29,13 @@ def image_of(result, i=0) -> Image.Image:
     return Image.open(io.BytesIO(base64.b64decode(result["images"][i]["data"])))
 
 
+def act_image(acted, i=0) -> Image.Image:
+    """The i-th image of an `/act` answer: its observation carries each image (the results carry none)."""
+    urls = [part["image_url"]["url"] for message in acted["observation"] if isinstance(message["content"], list)
+            for part in message["content"] if part["type"] == "image_url"]
+    return Image.open(io.BytesIO(base64.b64decode(urls[i].split(",", 1)[1])))
+
+
 def big_image(width, height) -> Image.Image:
     rng = np.random.default_rng(0)
     return Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8))

@@ -2,7 +2,7 @@
 the image, one call."""
 
 from tests.conftest import gradient
-from tests.profiles.helpers import image_of, make_session
+from tests.profiles.helpers import act_image, make_session
 
 
 def test_mags_rl_boxes_and_area_rule(client):
@@ -18,7 +18,7 @@ def test_mags_rl_boxes_and_area_rule(client):
     assert result["meta"]["magnified"] is False
     assert result["meta"]["enlargements"] == [{"method": "bicubic", "scale": 4.0, "requested_scale": 4,
                                                "reason": "no SMFANet weights installed"}]
-    assert image_of(result).size == (2000, 1600)
+    assert act_image(r).size == (2000, 1600)
 
 
 def test_mags_rl_failure_message(client):

@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import gradient
-from tests.profiles.helpers import big_image, call, image_of, make_session, translucent
+from tests.profiles.helpers import act_image, big_image, call, image_of, make_session, translucent
 
 
 def test_mgpo_float32_mapping_on_5312x2988(client):
@@ -64,11 +64,12 @@ def test_mgpo_unusable_output_returns_the_original(client, text):
 def test_mgpo_rejects_a_block_holding_a_non_object(client):
     sid = make_session(client, "mgpo", gradient(1000, 800))
     text = '```json\n[{"bbox_2d": [100, 100, 400, 300], "label": "sign"}, 5]\n```'
-    r = client.post(f"/v1/sessions/{sid}/act", json={"text": text}).json()["results"][0]
+    acted = client.post(f"/v1/sessions/{sid}/act", json={"text": text}).json()
+    r = acted["results"][0]
     # truncate_at_json_bbox: `all(isinstance(item, dict) ...)` fails, no hit → the original image returns.
     assert r["ok"] is False
     assert r["text"] == "Not providing correct coordinates or invalid coordinate values, return the original image:"
-    assert image_of(r).size == (1000, 800)
+    assert act_image(acted).size == (1000, 800)
 
 
 def test_mgpo_a_later_valid_block_still_wins(client):

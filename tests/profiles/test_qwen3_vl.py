@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import gradient, png_bytes
-from tests.profiles.helpers import ZOOM, SRC_1000x800, call, image_of, make_session, tool_call
+from tests.profiles.helpers import ZOOM, SRC_1000x800, act_image, call, image_of, make_session, tool_call
 
 SRC = SRC_1000x800
 GOOD_ARGS = {"img_idx": 0, "label": "sign", "bbox_2d": [250, 250, 750, 750]}
@@ -119,7 +119,7 @@ def test_qwen_agent_act_reads_tool_calls_with_json5_and_its_fallback(client):
     body = client.post(f"/v1/sessions/{sid}/act", json={"text": text}).json()
     assert body["format"] == "qwen-agent"
     assert json.loads(body["calls"][0]["arguments"]) == GOOD_ARGS
-    assert image_of(body["results"][0]).tobytes() == EXPECTED_CROP.tobytes()
+    assert act_image(body).tobytes() == EXPECTED_CROP.tobytes()
     message = body["observation"][0]
     assert message["role"] == "tool" and [p["type"] for p in message["content"]] == ["image_url"]
     # Missing label, through /act: the same validation error.

@@ -9,6 +9,7 @@ from toolserver.core.calls import ToolCalls
 from toolserver.core.results import failure
 from toolserver.formats import get_format
 from toolserver.formats.base import NO_TOOL_CALL, Parsed
+from toolserver.messages import image_url
 from toolserver.models import ActResponse, ToolResult
 from toolserver.profiles import get_profile
 
@@ -43,3 +44,19 @@ def _add_parser_results(parsed: Parsed, records: list[dict[str, Any]], results: 
     for error in parsed.errors:
         records.append({"name": None, "arguments": None, "error": error})
         results.append(failure("parser", error, "parse_error"))
+
+
+def carry_images_once(response: ActResponse) -> ActResponse:
+    """The answer with each image's bytes once: a result image whose data URL the observation already carries
+    keeps its key, size and mime but not its `data` (a 1 MP PNG is 1.5 MB of base64; twice is 3 MB per call)."""
+    in_observation = {part["image_url"]["url"] for message in response.observation
+                      if isinstance(message.get("content"), list)
+                      for part in message["content"] if part.get("type") == "image_url"}
+    if not in_observation:
+        return response
+    results = []
+    for result in response.results:
+        images = [img.model_copy(update={"data": None}) if img.data is not None and image_url(img) in in_observation
+                  else img for img in result.images]
+        results.append(result.model_copy(update={"images": images}))
+    return response.model_copy(update={"results": results})

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolserver.config import Settings
-from toolserver.core.act import act
+from toolserver.core.act import act, carry_images_once
 from toolserver.core.calls import ToolCalls
 from toolserver.core.delivery import Delivery
 from toolserver.core.documents import Documents
@@ -142,7 +142,7 @@ class Core:
         return await self._calls.execute_tool_calls(session_id, tool_calls, image_message, base_url=base_url)
 
     async def act(self, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "") -> ActResponse:
-        return await act(self._calls, session_id, text, fmt, base_url=base_url)
+        return carry_images_once(await act(self._calls, session_id, text, fmt, base_url=base_url))
 
     async def validate(self, items: Sequence[ValidateItem]) -> ValidateResponse:
         """Batch validation without a session (rewards): results in order, one error per bad item."""
