@@ -1,7 +1,6 @@
 """toolserver.client: retry policy on a scripted transport, then everything against a real server process."""
 
 import asyncio
-import base64
 import concurrent.futures
 import io
 import time
@@ -123,7 +122,7 @@ def test_session_from_pil_path_and_bytes(live_server):
         assert session.image_bytes(session.images[0].key) == encode_png(pil)  # the upload, byte for byte
         result = session.call("zoom_in", image=session.images[0].key, bbox_2d=[0, 0, 500, 500])
         assert result.ok, result.text
-        out = Image.open(io.BytesIO(base64.b64decode(result.images[0].data)))
+        out = Image.open(io.BytesIO(result.images[0].content()))
         assert out.tobytes() == pil.convert("RGB").crop((0, 0, 320, 240)).tobytes()
         check = session.call("check_whether_response_sentence_number_in_range",
                              {"response": "answer", "lower_bound": 2, "upper_bound": 2})
@@ -131,6 +130,27 @@ def test_session_from_pil_path_and_bytes(live_server):
         sid = session.id
     with Client(live_server.url) as ts, pytest.raises(SessionNotFound):
         ts.session(sid)  # released on leaving the block
+
+
+def test_tool_results_travel_as_msgpack_by_default_and_as_json_on_request(live_server):
+    """The binary transport: the same result, its image as bytes in a msgpack body a quarter smaller than the
+    JSON one; `binary=False` (or an older server) gives JSON with base64, decoded to the same bytes."""
+    pil = gradient(640, 480)
+    answers = {}
+    for binary in (True, False):
+        seen: list[httpx.Response] = []
+        hooks = {"response": [seen.append]}
+        with Client(live_server.url, binary=binary) as ts, ts.create_session([pil]) as session:
+            ts._http.event_hooks = hooks
+            result = session.call("zoom_in", image=0, bbox_2d=[0, 0, 500, 500])
+        response = next(r for r in seen if r.request.url.path.endswith("/tools/zoom_in"))
+        answers[binary] = (result, response.headers["content-type"], len(response.content))
+    (fast, fast_type, fast_size), (plain, plain_type, plain_size) = answers[True], answers[False]
+    assert fast_type == "application/msgpack" and plain_type == "application/json"
+    assert isinstance(fast.images[0].data, bytes) and isinstance(plain.images[0].data, str)
+    assert fast.images[0].content() == plain.images[0].content()
+    assert fast.model_dump(exclude={"images"}) == plain.model_dump(exclude={"images"})
+    assert fast_size < 0.8 * plain_size
 
 
 def test_server_paths_urls_and_keys_go_as_json(live_server):
@@ -168,7 +188,7 @@ def test_async_client_against_the_server(live_server):
     async def trajectory(client: AsyncClient, i: int) -> list[bool]:
         async with await client.create_session([Image.new("RGB", (50, 40), (i, 0, 0))]) as session:
             results = [await session.call("zoom_in", image=0, bbox_2d=[0, 0, 1000, 1000]) for _ in range(3)]
-            pixel = Image.open(io.BytesIO(base64.b64decode(results[-1].images[0].data))).getpixel((0, 0))
+            pixel = Image.open(io.BytesIO(results[-1].images[0].content())).getpixel((0, 0))
             return [r.ok for r in results] + [pixel == (i, 0, 0)]
 
     async def main():

@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 from toolserver import __version__
 from toolserver.core import Core, format_validation_error
 from toolserver.errors import ServiceError, SessionGone
+from toolserver.messages import image_base64
 from toolserver.models import CreateSessionRequest, ImageInput, OutputSettings, ToolResult
 from toolserver.profiles import get_profile
 from toolserver.schema import parameters_schema
@@ -59,7 +60,7 @@ def _load_image_tool() -> types.Tool:
 
 
 def _content(result: ToolResult) -> types.CallToolResult:
-    images = [types.ImageContent(type="image", data=image.data, mime_type=image.mime)
+    images = [types.ImageContent(type="image", data=image_base64(image), mime_type=image.mime)
               for image in result.images if image.data is not None]
     # A tool whose reference returns the image alone (DeepEyes, Qwen-Agent) has no text: no empty text block.
     blocks: list[Any] = [types.TextContent(type="text", text=result.text)] if result.text or not images else []

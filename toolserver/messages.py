@@ -12,12 +12,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pybase64
+
 from toolserver.models import ResultImage, ToolResult
+
+
+def image_base64(image: ResultImage) -> str:
+    """An inline image's base64 (its `data` is base64 already, or bytes from a binary call)."""
+    if image.data is None:
+        raise ValueError(f"image {image.key} was not delivered inline")
+    return pybase64.b64encode_as_string(image.data) if isinstance(image.data, bytes) else image.data
 
 
 def image_url(image: ResultImage) -> str:
     if image.data is not None:
-        return f"data:{image.mime};base64,{image.data}"
+        return f"data:{image.mime};base64,{image_base64(image)}"
     if image.url is not None:
         return image.url
     if image.path is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import pybase64
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolserver.geometry import (
@@ -237,11 +238,18 @@ class ResultImage(BaseModel):
     width: int
     height: int
     mime: str
-    data: str | None = Field(default=None, description=(
-        "base64, for `inline` delivery. In an `/act` answer an image is carried once: in `observation` (as a "
-        "data URL), and `data` here is null."))
+    data: str | bytes | None = Field(default=None, description=(
+        "The encoded image, for `inline` delivery: base64 in a JSON answer, the bytes themselves in an "
+        "`application/msgpack` answer (`Accept: application/msgpack` on a tool call). In an `/act` answer an image "
+        "is carried once: in `observation` (as a data URL), and `data` here is null."))
     url: str | None = Field(default=None, description="GET it, for `ref` delivery")
     path: str | None = Field(default=None, description="a file in the shared directory, for `path` delivery")
+
+    def content(self) -> bytes:
+        """The encoded image's bytes, whichever way they travelled (inline delivery only)."""
+        if self.data is None:
+            raise ValueError(f"image {self.key} was not delivered inline (see its url or path)")
+        return self.data if isinstance(self.data, bytes) else pybase64.b64decode(self.data, validate=True)
 
 
 class ErrorInfo(BaseModel):

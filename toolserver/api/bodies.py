@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
+import msgpack
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -48,6 +49,18 @@ class BoundedJSONRoute(APIRoute):
             return await handler(BoundedJSONRequest(request.scope, request.receive))
 
         return bounded
+
+
+MSGPACK = "application/msgpack"
+
+
+def wants_msgpack(request: Request) -> bool:
+    return MSGPACK in request.headers.get("accept", "")
+
+
+def msgpack_response(model: BaseModel) -> Response:
+    """The model as msgpack: the same fields as its JSON, with bytes (inline images) as bytes, not base64."""
+    return Response(msgpack.packb(model.model_dump(mode="python")), media_type=MSGPACK)
 
 
 def json_response(model: BaseModel, status_code: int = 200) -> Response:

@@ -26,6 +26,7 @@ from toolserver.client.payloads import (
     _session_settings,
     _SessionHandle,
     _tool_calls_body,
+    _tool_result,
     _validate_items,
     _video_body,
 )
@@ -53,8 +54,8 @@ class AsyncClient:
     def __init__(self, base_url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float = 60.0,
                  retries: int = 4, backoff: float = 0.5, max_backoff: float = 30.0,
                  headers: Mapping[str, str] | None = None, limits: httpx.Limits | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None):
-        self._config = _Config(base_url, api_key, timeout, retries, backoff, max_backoff, headers)
+                 transport: httpx.AsyncBaseTransport | None = None, binary: bool = True):
+        self._config = _Config(base_url, api_key, timeout, retries, backoff, max_backoff, headers, binary)
         self._http = httpx.AsyncClient(
             base_url=self._config.base_url, headers=self._config.headers, timeout=self._config.timeout,
             transport=transport,
@@ -119,8 +120,9 @@ class AsyncSession(_SessionHandle):
     async def call(self, name: str, arguments: Mapping[str, Any] | None = None, /, *,
                    timeout: float | None = None, **kwargs: Any) -> ToolResult:
         body = {**(arguments or {}), **kwargs}
-        response = await self._client.request("POST", self._path(f"/tools/{name}"), json=body, timeout=timeout)
-        return ToolResult.model_validate_json(response.content)
+        response = await self._client.request("POST", self._path(f"/tools/{name}"), json=body, timeout=timeout,
+                                              headers=self._client._config.result_headers)
+        return _tool_result(response)
 
     async def run_tool_calls(self, tool_calls: Iterable[Any], *, image_message: ImageMessage = "tool",
                              timeout: float | None = None) -> ToolCallsResponse:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import msgpack
 import pybase64
 from pydantic import BaseModel, TypeAdapter
 from tenacity import retry_if_exception, stop_after_attempt
@@ -24,6 +25,7 @@ from toolserver.models import (
     OutputSettings,
     SessionCreated,
     SessionInfo,
+    ToolResult,
     ValidateItem,
     ViewSettings,
 )
@@ -121,10 +123,22 @@ def _validate_items(items: Iterable[ValidateItem | Mapping[str, Any]]) -> dict[s
     return {"items": [i.model_dump() if isinstance(i, ValidateItem) else dict(i) for i in items]}
 
 
+MSGPACK = "application/msgpack"
+
+
+def _tool_result(response: httpx.Response) -> ToolResult:
+    """A tool call's answer: msgpack (images as bytes) when the server sent it, JSON (base64) otherwise."""
+    if response.headers.get("content-type", "").startswith(MSGPACK):
+        return ToolResult.model_validate(msgpack.unpackb(response.content))
+    return ToolResult.model_validate_json(response.content)
+
+
 class _Config:
     def __init__(self, base_url: str, api_key: str | None, timeout: float, retries: int,
-                 backoff: float, max_backoff: float, headers: Mapping[str, str] | None):
+                 backoff: float, max_backoff: float, headers: Mapping[str, str] | None, binary: bool = True):
         self.base_url = base_url.rstrip("/")
+        # Tool results as msgpack: inline images arrive as their bytes, with no base64 to parse and decode.
+        self.result_headers = {"Accept": f"{MSGPACK}, application/json;q=0.5"} if binary else None
         self.headers = dict(headers or {})
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"

@@ -33,11 +33,12 @@ class ToolCalls:
         self.delivery = delivery
 
     async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
-                        *, base_url: str = "") -> ToolResult:
+                        *, base_url: str = "", binary: bool = False) -> ToolResult:
+        """One call. `binary`: inline images come back as bytes, not base64 (for a msgpack answer)."""
         store, metrics = self.services.store, self.services.metrics
         async with store.exclusive(session_id) as session:
             started, started_at = time.perf_counter(), time.time()
-            result = await self._call_locked(session, name, arguments, base_url)
+            result = await self._call_locked(session, name, arguments, base_url, binary)
             await store.log_call(session, call_record(name, arguments, result, started_at,
                                                       time.perf_counter() - started))
             outcome = "ok" if result.ok else "error"
@@ -57,7 +58,8 @@ class ToolCalls:
         messages = tool_messages([c.id for c in tool_calls], results, image_message)
         return ToolCallsResponse(messages=messages, results=results)
 
-    async def _call_locked(self, session: SessionMap, name: str, arguments: Any, base_url: str) -> ToolResult:
+    async def _call_locked(self, session: SessionMap, name: str, arguments: Any, base_url: str,
+                           binary: bool = False) -> ToolResult:
         store, s = self.services.store, self.settings
         profile = get_profile(session.settings.profile)
         tool = profile.tool(name)
@@ -83,7 +85,7 @@ class ToolCalls:
         try:
             output, delivered, stored = await self.services.pool.run(
                 self.delivery.run_and_encode, tool, ctx, args, output_settings.format, output_settings.delivery,
-                store.stores_encoded, timeout=s.tool_timeout_s, lane=tool.lane,
+                store.stores_encoded, binary, timeout=s.tool_timeout_s, lane=tool.lane,
             )
         except TimeoutError:
             return failure(name, f"Error: {name} did not finish within {s.tool_timeout_s:g} s.", "timeout")

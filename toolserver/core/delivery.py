@@ -30,7 +30,7 @@ _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
 @dataclass(frozen=True)
 class Delivered:
     mime: str
-    data: str | None = None  # base64 of the encoded image, for inline delivery (encoded off the event loop)
+    data: str | bytes | None = None  # inline delivery: base64 (encoded off the event loop), or the bytes (binary)
     path: str | None = None
 
 
@@ -48,8 +48,9 @@ class Delivery:
                             webp_quality=s.webp_quality, png_encoder=s.png_encoder)
 
     def run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str, delivery: str,
-                       store_png: bool) -> tuple[ToolOutput, list[Delivered], list[bytes | None]]:
-        """Runs in a worker thread: the tool itself, then the encodings its delivery (and the store) need."""
+                       store_png: bool, binary: bool = False) -> tuple[ToolOutput, list[Delivered], list[bytes | None]]:
+        """Runs in a worker thread: the tool itself, then the encodings its delivery (and the store) need.
+        `binary`: inline images stay bytes (a msgpack answer carries them as they are, no base64)."""
         try:
             output = tool.run(ctx, args)
         except ToolFailure as exc:
@@ -68,7 +69,7 @@ class Delivery:
                 else:
                     data = self.encode(img, fmt)
                 if delivery == "inline":
-                    delivered.append(Delivered(mime=mime, data=pybase64.b64encode_as_string(data)))
+                    delivered.append(Delivered(mime=mime, data=data if binary else pybase64.b64encode_as_string(data)))
                 else:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), mime, data)
                     delivered.append(Delivered(mime=mime, path=str(path)))

@@ -134,8 +134,8 @@ class Core:
         return self.services.capability_phrases()
 
     async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
-                        *, base_url: str = "") -> ToolResult:
-        return await self._calls.call_tool(session_id, name, arguments, base_url=base_url)
+                        *, base_url: str = "", binary: bool = False) -> ToolResult:
+        return await self._calls.call_tool(session_id, name, arguments, base_url=base_url, binary=binary)
 
     async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
                                  image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:

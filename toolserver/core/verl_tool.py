@@ -32,6 +32,7 @@ from toolserver.core.act import act
 from toolserver.core.calls import ToolCalls
 from toolserver.core.intake import Intake
 from toolserver.errors import NotFound, ServiceError, SessionGone
+from toolserver.messages import image_url
 from toolserver.models import ActResponse, CreateSessionRequest, ImageInput
 from toolserver.profiles import get_profile
 
@@ -194,7 +195,7 @@ def _outcome(response: ActResponse) -> Outcome:
     results = response.results
     valid = bool(results) and all(r.ok for r in results)
     text = response.prompt if response.prompt is not None else "\n".join(r.text for r in results)
-    urls = [f"data:{img.mime};base64,{img.data}" for r in results for img in r.images if img.data is not None]
+    urls = [image_url(img) for r in results for img in r.images if img.data is not None]
     if not urls:
         return text, response.done, valid
     several = len(urls) > 1 or any(r.tool in MANY_IMAGE_TOOLS for r in results)

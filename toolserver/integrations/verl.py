@@ -28,7 +28,6 @@ from typing import Any
 from uuid import uuid4
 
 import httpx
-import pybase64
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.client import AsyncClient, AsyncSession, SessionNotFound
@@ -133,7 +132,7 @@ def _pil_images(result: ToolResult) -> list[Any]:
     images = []
     for image in result.images:
         if image.data is not None:
-            images.append(Image.open(io.BytesIO(pybase64.b64decode(image.data))).convert("RGB"))
+            images.append(Image.open(io.BytesIO(image.content())).convert("RGB"))
         elif image.path is not None:
             images.append(Image.open(image.path).convert("RGB"))
     return images

@@ -7,7 +7,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response
 
-from toolserver.api.bodies import BoundedJSONRoute, base_url, core_of, json_response
+from toolserver.api.bodies import (
+    MSGPACK,
+    BoundedJSONRoute,
+    base_url,
+    core_of,
+    json_response,
+    msgpack_response,
+    wants_msgpack,
+)
 from toolserver.geometry import Coords
 from toolserver.models import (
     ActRequest,
@@ -38,11 +46,16 @@ async def list_profiles() -> list[dict[str, Any]]:
 
 
 @router.post("/v1/sessions/{session_id}/tools/{name}", response_model=ToolResult, tags=["tools"],
-             summary="Execute one tool with a JSON arguments object")
+             summary="Execute one tool with a JSON arguments object",
+             responses={200: {"content": {MSGPACK: {}}, "description": (
+                 "JSON; or, with `Accept: application/msgpack`, the same fields as msgpack with each inline image's "
+                 "`data` as its bytes (no base64: a quarter fewer bytes, and nothing to decode)")}})
 async def call_tool(session_id: str, name: str, request: Request,
                     arguments: Annotated[dict[str, Any] | None, Body()] = None) -> Response:
-    return json_response(await core_of(request).call_tool(session_id, name, arguments or {},
-                                                          base_url=base_url(request)))
+    binary = wants_msgpack(request)
+    result = await core_of(request).call_tool(session_id, name, arguments or {}, base_url=base_url(request),
+                                              binary=binary)
+    return msgpack_response(result) if binary else json_response(result)
 
 
 @router.post("/v1/sessions/{session_id}/tool_calls", response_model=ToolCallsResponse, tags=["tools"],
