@@ -58,6 +58,8 @@ class Delivery:
         delivered = []
         stored: list[bytes | None] = []
         for offset, (img, entry) in enumerate(output.returned()):
+            if entry is None and (store_png or output.encoded_form(offset) is None):
+                img.load()  # pixels the session will hold (a lazily decoded result is held as its bytes instead)
             data, mime = None, OUTPUT_FORMATS[fmt]
             if delivery != "ref":
                 encoded = output.encoded_form(offset)

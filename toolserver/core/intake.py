@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
+from toolserver.core.shared_decodes import SharedDecodes
 from toolserver.core.wiring import Services
 from toolserver.errors import BadRequest, ServiceError, TooLarge
 from toolserver.imaging import DecodedImage, decode_image, encode_png
@@ -56,6 +58,7 @@ class Intake:
     def __init__(self, services: Services):
         self.services = services
         self.settings = services.settings
+        self.shared = SharedDecodes()
 
     async def create_session(self, request: CreateSessionRequest | None = None,
                              raw_images: Sequence[RawImage] = (), *, check_views: bool = True) -> SessionCreated:
@@ -115,7 +118,8 @@ class Intake:
                     raise TooLarge(f"at most {s.max_images_per_session} images per session (a video's frames "
                                    "count as images)")
                 continue
-            image = await pool.run(_decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha)
+            image = await self.shared.decode(item.data, alpha, partial(
+                pool.run, _decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha))
             decoded.images.append((image, item.key))
         return decoded
 

@@ -59,19 +59,22 @@ class SelectFramesArgs(BaseModel):
 
 
 def jpeg_encode(image: Image.Image) -> tuple[Image.Image, bytes]:
-    """What verl-tool sends back: the image saved as JPEG with Pillow's defaults; and those bytes, decoded."""
+    """What verl-tool sends back: the image saved as JPEG with Pillow's defaults; and those bytes, opened for
+    decoding. Pillow decodes on first access to the pixels: a result that is only sent (and held as its bytes)
+    is never decoded here; one that is read again decodes to exactly what the model decodes."""
     if image.mode != "RGB":
         image = image.convert("RGB")
     buf = io.BytesIO()
     image.save(buf, format="JPEG")
-    decoded = Image.open(buf)
-    decoded.load()
-    return decoded, buf.getvalue()
+    data = buf.getvalue()
+    return Image.open(io.BytesIO(data)), data
 
 
 def jpeg_round_trip(image: Image.Image) -> Image.Image:
     """What the model gets back from verl-tool: the image saved as JPEG with Pillow's defaults, decoded."""
-    return jpeg_encode(image)[0]
+    decoded = jpeg_encode(image)[0]
+    decoded.load()  # a view is shared by later calls: decoded once, here
+    return decoded
 
 
 def fetch_image(image: Image.Image) -> Image.Image:
@@ -79,8 +82,8 @@ def fetch_image(image: Image.Image) -> Image.Image:
     if image.mode == "RGBA":
         rgb = Image.new("RGB", image.size, (255, 255, 255))
         rgb.paste(image, mask=image.split()[3])
-    else:
-        rgb = image.convert("RGB")
+    else:  # RGB already: the reference's convert("RGB") is a copy of the same pixels, not made here
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
     width, height = rgb.size
     new_h, new_w = agent_smart_resize(height, width, factor=FACTOR, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
     return rgb.resize((new_w, new_h))

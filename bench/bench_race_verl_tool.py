@@ -1,0 +1,180 @@
+"""The race on verl-tool's own workload: verl-tool's Pixel-Reasoner tool server against toolserver's drop-in,
+both driven by verl-tool's own client code, one server alive at a time, alternated, medians of rounds.
+
+    bench/verl_tool/setup.sh                                 # once: verl-tool @ 980962b in its own venv
+    python -m bench.bench_race_verl_tool [--sizes 1 16 64] [--rounds 3] [--calls 5]
+
+Any python: it re-runs itself with the bench venv's (it imports verl-tool's client, aiohttp and psutil).
+
+Theirs: `python -m verl_tool.servers.serve --tool_type pixel_reasoner --workers_per_tool 4`, its training
+script's launch (a router with 8 uvicorn workers in front of 4 backends), with the import shim of
+bench/verl_tool/shim (stand-ins for modules the crop path imports but never uses; no file of theirs edited).
+Ours: `toolserver serve` (one process) from this project's .venv, its client's URL changed to ours, nothing else.
+
+The client: verl-tool's `VerlToolAgentLoop.interact_with_tool_server` and `close_traj_tool_threads` (its
+request cleaning, its shared aiohttp session, its response handling; see bench/verl_tool/probe.py), and the
+agent loop's own decode of each returned image (`vision_utils.decode_image_url`, as `run` does). N trajectories
+in lock-step, each `calls` crop calls on Dragonfly_by_Bolly.jpg resized to 4116x3080 (verl's dataset resize)
+and sent as its agent loop sends it, a JPEG data URL (quality 75, 1.29 MB) with every call, then a finish.
+
+Per run: wall time, crop calls per second, crop latency p50/p99, CPU seconds of the server's whole process
+tree, CPU seconds of this client process, bytes per crop call (request + response bodies), peak summed RSS
+of the server's tree (sampled every 0.2 s). Each server's first trajectory's observations are kept and compared:
+texts and image bytes must be identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.verl_tool.launch import VENV_PYTHON, VerlToolServer, activate_shim_in_this_process  # noqa: E402
+
+if Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
+    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), "-m", "bench.bench_race_verl_tool", *sys.argv[1:]])
+
+from bench.verl_tool.probe import BOXES, TreeSampler, input_image_data_url, make_client  # noqa: E402
+
+OURS = ROOT / ".venv" / "bin" / "toolserver"
+
+
+class Toolserver(VerlToolServer):
+    """`toolserver serve` with the interface of the verl-tool launcher (process group, health wait, stop)."""
+
+    def __init__(self) -> None:
+        super().__init__("backend", workdir=tempfile.mkdtemp(prefix="toolserver-race-"))
+        self._own_workdir = True
+
+    @property
+    def command(self) -> list[str]:
+        return [str(OURS), "serve", "--host", self.host, "--port", str(self.port)]
+
+    def start(self) -> Toolserver:
+        import subprocess
+
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env.update(TOOLSERVER_DATA_DIR=str(self.workdir / "data"), TOOLSERVER_LOG_LEVEL="warning")
+        self._log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - open while the server runs
+        self.proc = subprocess.Popen(self.command, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_healthy()
+        return self
+
+
+async def trajectory(client, tag: str, index: int, calls: int, data_url: str, out: dict) -> None:
+    from verl_tool.agent_loop.vision_utils import decode_image_url
+
+    traj_id = f"{tag}{index:03d}" + os.urandom(8).hex()
+    extra_info = {"split": "train", "index": index, "qid": f"train_{index}", "is_video": False}
+    for call in range(calls):
+        bbox = BOXES[(index + call) % len(BOXES)]
+        action = ('Let me look closer.<tool_call>{"name": "crop_image", "arguments": '
+                  f'{{"bbox_2d": {json.dumps(bbox)}, "target_image": 1}}}}</tool_call>')
+        started = time.perf_counter()
+        info = await client.interact_with_tool_server(traj_id=traj_id, action=action, do_action=True,
+                                                      extra_fields=dict(extra_info, images=[data_url]))
+        if info.get("image"):
+            decode_image_url(info["image"])  # what the agent loop does with each returned image
+        out["latency"].append(time.perf_counter() - started)
+        out["response_bytes"].append(info.get("response_size_mb", 0.0) * 1024 * 1024)
+        out["ok"] += bool(info["valid_action"] and info["success"])
+        if index == 0:
+            out["first"].append((info["obs"], info.get("image")))
+    await client.close_traj_tool_threads(request_id=traj_id)
+
+
+def request_bytes(data_url: str) -> int:
+    """One crop call's request body as the client sends it (the same to both servers)."""
+    body = {"trajectory_ids": ["x" * 35], "actions": ['Let me look closer.<tool_call>{"name": "crop_image", '
+                                                      '"arguments": {"bbox_2d": [1200, 900, 2000, 1500], '
+                                                      '"target_image": 1}}</tool_call>'],
+            "finish": [False], "is_last_step": [False],
+            "extra_fields": [{"split": "train", "index": 0, "qid": "train_0", "is_video": False,
+                              "images": [data_url]}]}
+    return len(json.dumps(body))
+
+
+def one_run(server_cls, n: int, calls: int, data_url: str, tag: str) -> dict:
+    with server_cls() as server:
+        pids = server.pids()
+        import psutil
+
+        cmdlines = {pid: " ".join(psutil.Process(pid).cmdline()) for pid in pids}
+        cls, client = make_client(server.observation_url)
+        warm = {"latency": [], "response_bytes": [], "ok": 0, "first": []}
+        asyncio.run(_drive(cls, client, "warm" + tag, 1, 1, data_url, warm))
+        with TreeSampler(pids, cmdlines) as sampler:
+            cpu0, client0, t0 = sampler.cpu(), time.process_time(), time.perf_counter()
+            cls, client = make_client(server.observation_url)
+            out = {"latency": [], "response_bytes": [], "ok": 0, "first": []}
+            asyncio.run(_drive(cls, client, tag, n, calls, data_url, out))
+            wall = time.perf_counter() - t0
+            cpu1, client_cpu = sampler.cpu(), time.process_time() - client0
+        peak = sampler.peak_rss
+    lat = sorted(out["latency"])
+    crops = len(lat)
+    return {"wall_s": wall, "calls_per_s": crops / wall, "p50_ms": 1000 * lat[len(lat) // 2],
+            "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+            "server_cpu_s": sum(cpu1.values()) - sum(cpu0.values()), "client_cpu_s": client_cpu,
+            "bytes_per_call": request_bytes(data_url) + statistics.mean(out["response_bytes"]),
+            "peak_rss_mib": peak / 2**20, "ok": out["ok"], "crops": crops, "first": out["first"]}
+
+
+async def _drive(cls, client, tag: str, n: int, calls: int, data_url: str, out: dict) -> None:
+    try:
+        await asyncio.gather(*(trajectory(client, tag, i, calls, data_url, out) for i in range(n)))
+    finally:
+        await cls.aclose_session()
+
+
+METRICS = ("wall_s", "calls_per_s", "p50_ms", "p99_ms", "server_cpu_s", "client_cpu_s", "bytes_per_call",
+           "peak_rss_mib")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    args = parser.parse_args()
+    activate_shim_in_this_process()
+    data_url = input_image_data_url()
+    servers = {"theirs": VerlToolServer, "ours": Toolserver}
+    runs: dict[tuple[int, str], list[dict]] = {}
+    for n in args.sizes:
+        for round_ in range(args.rounds):
+            order = ["theirs", "ours"] if round_ % 2 == 0 else ["ours", "theirs"]
+            for name in order:
+                run = one_run(servers[name], n, args.calls, data_url, f"{name}{n}r{round_}")
+                runs.setdefault((n, name), []).append(run)
+                print(f"N={n} round {round_ + 1} {name}: " + ", ".join(f"{k} {run[k]:.4g}" for k in METRICS)
+                      + f", valid {run['ok']}/{run['crops']}", flush=True)
+        same = runs[(n, "theirs")][0]["first"] == runs[(n, "ours")][0]["first"]
+        print(f"N={n}: first trajectory's observations identical (texts and image bytes): {same}", flush=True)
+    report(runs, args.sizes)
+    if args.json:
+        args.json.write_text(json.dumps({f"{n}/{name}": [{k: r[k] for k in METRICS} for r in rs]
+                                         for (n, name), rs in runs.items()}, indent=1))
+
+
+def report(runs: dict, sizes: list[int]) -> None:
+    print("\n| N | metric | theirs (median) | ours (median) | ours / theirs |\n|---|---|---|---|---|")
+    for n in sizes:
+        for metric in METRICS:
+            theirs = statistics.median(r[metric] for r in runs[(n, "theirs")])
+            ours = statistics.median(r[metric] for r in runs[(n, "ours")])
+            print(f"| {n} | {metric} | {theirs:.4g} | {ours:.4g} | {ours / theirs:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Decoded inputs shared by content: sessions that upload the same bytes share one decode and one copy of the
+pixels. The rollouts of one prompt in GRPO-style training (verl's `rollout.n`) all send their prompt's image,
+and each would otherwise decode it (≈ 50 ms for 12 MP) and hold its own 38 MB copy.
+
+Pixels are immutable once registered, so sharing them is safe. Nothing is kept for its own sake: an entry lives
+as long as some session holds its pixels (a weak reference), and concurrent first uploads of the same bytes
+wait for one decode instead of racing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import weakref
+from collections.abc import Awaitable, Callable
+
+from PIL import Image
+
+from toolserver.imaging import DecodedImage
+
+
+class SharedDecodes:
+    def __init__(self) -> None:
+        self._pixels: weakref.WeakValueDictionary[tuple[bytes, str], Image.Image] = weakref.WeakValueDictionary()
+        self._formats: dict[tuple[bytes, str], str] = {}
+        self._pending: dict[tuple[bytes, str], asyncio.Future[DecodedImage]] = {}
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._pixels)
+
+    async def decode(self, data: bytes, alpha: str, decode: Callable[[], Awaitable[DecodedImage]]) -> DecodedImage:
+        """`decode()`'s result for these bytes, computed once while any session holds it."""
+        key = (hashlib.sha256(data).digest(), alpha)
+        pixels = self._pixels.get(key)
+        if pixels is not None:
+            self.hits += 1
+            return DecodedImage(pixels=pixels, source_bytes=data, source_format=self._formats[key])
+        pending = self._pending.get(key)
+        if pending is not None:  # the same bytes are being decoded for another session: wait for that
+            self.hits += 1
+            shared = await asyncio.shield(pending)
+            return DecodedImage(pixels=shared.pixels, source_bytes=data, source_format=shared.source_format)
+        future: asyncio.Future[DecodedImage] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            decoded = await decode()
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a failure nobody else waited for is not logged as unhandled
+            raise
+        finally:
+            del self._pending[key]
+        self._pixels[key] = decoded.pixels
+        self._formats[key] = decoded.source_format
+        weakref.finalize(decoded.pixels, self._formats.pop, key, None)
+        future.set_result(decoded)
+        return decoded
