@@ -42,7 +42,7 @@ from bench.verl_tool.launch import VENV_PYTHON, VerlToolServer, activate_shim_in
 if Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
     os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), "-m", "bench.bench_race_verl_tool", *sys.argv[1:]])
 
-from bench.verl_tool.probe import BOXES, TreeSampler, input_image_data_url, make_client  # noqa: E402
+from bench.verl_tool.probe import BOXES, PHOTO, SIZE, TreeSampler, make_client  # noqa: E402
 
 OURS = ROOT / ".venv" / "bin" / "toolserver"
 
@@ -68,6 +68,22 @@ class Toolserver(VerlToolServer):
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self._wait_healthy()
         return self
+
+
+def input_images(n: int, group: int) -> list[str]:
+    """Each trajectory's input image: one photo for all (the issue's workload), or one per `group` trajectories
+    (GRPO: the rollouts of a prompt share its image), the groups' images differing by an 8x8 corner block."""
+    from PIL import Image
+    from verl_tool.agent_loop.vision_utils import encode_image_url
+
+    base = Image.open(PHOTO).convert("RGB").resize(SIZE, Image.BICUBIC)
+    urls = []
+    for g in range(max(1, -(-n // group)) if group else 1):
+        image = base.copy()
+        if group:
+            image.paste((g * 37 % 256, g * 91 % 256, g * 53 % 256), (0, 0, 8, 8))
+        urls.append(encode_image_url(image))
+    return [urls[i // group] if group else urls[0] for i in range(n)]
 
 
 async def trajectory(client, tag: str, index: int, calls: int, data_url: str, out: dict) -> None:
@@ -103,7 +119,7 @@ def request_bytes(data_url: str) -> int:
     return len(json.dumps(body))
 
 
-def one_run(server_cls, n: int, calls: int, data_url: str, tag: str) -> dict:
+def one_run(server_cls, n: int, calls: int, urls: list[str], tag: str) -> dict:
     with server_cls() as server:
         pids = server.pids()
         import psutil
@@ -111,12 +127,12 @@ def one_run(server_cls, n: int, calls: int, data_url: str, tag: str) -> dict:
         cmdlines = {pid: " ".join(psutil.Process(pid).cmdline()) for pid in pids}
         cls, client = make_client(server.observation_url)
         warm = {"latency": [], "response_bytes": [], "ok": 0, "first": []}
-        asyncio.run(_drive(cls, client, "warm" + tag, 1, 1, data_url, warm))
+        asyncio.run(_drive(cls, client, "warm" + tag, 1, 1, [warm_image()], warm))
         with TreeSampler(pids, cmdlines) as sampler:
             cpu0, client0, t0 = sampler.cpu(), time.process_time(), time.perf_counter()
             cls, client = make_client(server.observation_url)
             out = {"latency": [], "response_bytes": [], "ok": 0, "first": []}
-            asyncio.run(_drive(cls, client, tag, n, calls, data_url, out))
+            asyncio.run(_drive(cls, client, tag, n, calls, urls, out))
             wall = time.perf_counter() - t0
             cpu1, client_cpu = sampler.cpu(), time.process_time() - client0
         peak = sampler.peak_rss
@@ -125,13 +141,21 @@ def one_run(server_cls, n: int, calls: int, data_url: str, tag: str) -> dict:
     return {"wall_s": wall, "calls_per_s": crops / wall, "p50_ms": 1000 * lat[len(lat) // 2],
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "server_cpu_s": sum(cpu1.values()) - sum(cpu0.values()), "client_cpu_s": client_cpu,
-            "bytes_per_call": request_bytes(data_url) + statistics.mean(out["response_bytes"]),
+            "bytes_per_call": request_bytes(urls[0]) + statistics.mean(out["response_bytes"]),
             "peak_rss_mib": peak / 2**20, "ok": out["ok"], "crops": crops, "first": out["first"]}
 
 
-async def _drive(cls, client, tag: str, n: int, calls: int, data_url: str, out: dict) -> None:
+def warm_image() -> str:
+    """A small image of its own for the warm-up trajectory (it must not share the measured inputs' decode)."""
+    from PIL import Image
+    from verl_tool.agent_loop.vision_utils import encode_image_url
+
+    return encode_image_url(Image.open(PHOTO).convert("RGB").resize((644, 476), Image.BICUBIC))
+
+
+async def _drive(cls, client, tag: str, n: int, calls: int, urls: list[str], out: dict) -> None:
     try:
-        await asyncio.gather(*(trajectory(client, tag, i, calls, data_url, out) for i in range(n)))
+        await asyncio.gather(*(trajectory(client, tag, i, calls, urls[i], out) for i in range(n)))
     finally:
         await cls.aclose_session()
 
@@ -145,17 +169,18 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--group", type=int, default=0, help="trajectories sharing one input image (GRPO's "
+                        "rollout.n); 0: one photo for all, the issue's workload")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     args = parser.parse_args()
     activate_shim_in_this_process()
-    data_url = input_image_data_url()
     servers = {"theirs": VerlToolServer, "ours": Toolserver}
     runs: dict[tuple[int, str], list[dict]] = {}
     for n in args.sizes:
         for round_ in range(args.rounds):
             order = ["theirs", "ours"] if round_ % 2 == 0 else ["ours", "theirs"]
             for name in order:
-                run = one_run(servers[name], n, args.calls, data_url, f"{name}{n}r{round_}")
+                run = one_run(servers[name], n, args.calls, input_images(n, args.group), f"{name}{n}r{round_}")
                 runs.setdefault((n, name), []).append(run)
                 print(f"N={n} round {round_ + 1} {name}: " + ", ".join(f"{k} {run[k]:.4g}" for k in METRICS)
                       + f", valid {run['ok']}/{run['crops']}", flush=True)

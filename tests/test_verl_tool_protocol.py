@@ -105,6 +105,9 @@ def test_an_image_that_does_not_decode_is_a_processing_error_and_keeps_nothing(c
 
 
 def test_malformed_requests_are_422(client):
+    for raw in (b'{"trajectory_ids": [', b"[" * 2000 + b"]" * 2000):  # broken, and nested past the limit
+        assert client.post("/get_observation", content=raw,
+                           headers={"content-type": "application/json"}).status_code == 422
     assert client.post("/get_observation", json={"trajectory_ids": ["a"], "actions": ["x", "y"]}).status_code == 422
     assert client.post("/get_observation", json={"trajectory_ids": [], "actions": []}).status_code == 422
     assert client.post("/get_observation", json={"trajectory_ids": ["a"], "actions": ["x"],

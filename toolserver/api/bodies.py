@@ -7,6 +7,7 @@ import json
 from typing import Annotated, Any
 
 import msgpack
+import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -61,6 +62,27 @@ def wants_msgpack(request: Request) -> bool:
 def msgpack_response(model: BaseModel) -> Response:
     """The model as msgpack: the same fields as its JSON, with bytes (inline images) as bytes, not base64."""
     return Response(msgpack.packb(model.model_dump(mode="python")), media_type=MSGPACK)
+
+
+class OrjsonRequest(Request):
+    """Bodies parsed by orjson: for verl-tool's protocol, whose every call carries the trajectory's images as data
+    URLs (≈ 1.7 MB of JSON a call), twice as fast as `json.loads` here. orjson refuses nesting deeper than 1024
+    with a JSONDecodeError, which FastAPI answers as a 422 like any malformed body."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = orjson.loads(await self.body())
+        return self._json
+
+
+class OrjsonRoute(APIRoute):
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def fast(request: Request) -> Response:
+            return await handler(OrjsonRequest(request.scope, request.receive))
+
+        return fast
 
 
 def json_response(model: BaseModel, status_code: int = 200) -> Response:

@@ -9,10 +9,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from toolserver.api.bodies import BoundedJSONRoute, core_of, json_response
+from toolserver.api.bodies import OrjsonRoute, core_of, json_response
 from toolserver.core.verl_tool import ObservationRequest, ObservationResponse
 
-router = APIRouter(route_class=BoundedJSONRoute, tags=["verl-tool"])
+router = APIRouter(route_class=OrjsonRoute, tags=["verl-tool"])
 
 _OBSERVATION_DOC = ("One turn of each trajectory in the batch, as verl-tool's tool server answers it: a trajectory "
                     "is a session, created from the images in its `extra_fields` the first time its id is seen and "
