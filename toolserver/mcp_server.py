@@ -32,7 +32,7 @@ from toolserver import __version__
 from toolserver.core import Core, format_validation_error
 from toolserver.errors import ServiceError, SessionGone
 from toolserver.messages import image_base64
-from toolserver.models import CreateSessionRequest, ImageInput, OutputSettings, ToolResult
+from toolserver.models import CreateSessionRequest, ImageInput, ImageKey, OutputSettings, ToolResult
 from toolserver.profiles import get_profile
 from toolserver.schema import parameters_schema
 
@@ -47,8 +47,8 @@ class LoadImageArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     data: str | None = Field(default=None, description="The image or video as base64 or a `data:` URI.")
     path: str | None = Field(default=None, description="A file on the server, under an allowed root.")
-    key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]{1,128}$",
-                            description="The key to store it under; default: the profile's next key.")
+    key: ImageKey | None = Field(default=None, description="The key to store it under; default: the profile's "
+                                 "next key.")
     frames_per_second: float | None = Field(default=None, gt=0, le=120,
                                             description="Videos: frames taken per second (default 2).")
     max_frames: int | None = Field(default=None, ge=1, description="Videos: the most frames to take (default 32).")

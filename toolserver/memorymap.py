@@ -91,6 +91,12 @@ class ImageEntry:
     def loaded(self) -> bool:
         return self._pixels is not None
 
+    def drop_pixels(self, reload: Callable[[], Image.Image]) -> None:
+        """Forget the decoded pixels (a reader holding them keeps its reference); `reload` gives the same pixels
+        again to whatever reads them next."""
+        self._load_pixels = reload
+        self._pixels = None
+
     @property
     def source_bytes(self) -> bytes | None:
         if self._source_bytes is None and self._load_source is not None:
@@ -230,8 +236,8 @@ def plan_texts(session: SessionMap, items: list[tuple[str | None, str]], *, max_
     for key, text in items:
         if len(text) > max_chars:
             raise TooLarge(f"a text is limited to {max_chars} characters")
-        if key is not None and (not key or len(key) > 128):
-            raise BadRequest(f"text key {key!r} must have 1 to 128 characters")
+        if key is not None and (not key or len(key) > 128 or key in (".", "..")):
+            raise BadRequest(f"text key {key!r} must have 1 to 128 characters and not be '.' or '..'")
     for key, text in items:
         key = key or session.next_text_key(taken)
         taken.add(key)

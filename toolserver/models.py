@@ -5,10 +5,10 @@ These pydantic models are the contract of SPEC §2: field names here are the JSO
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pybase64
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from toolserver.geometry import (
     QWEN_FACTOR,
@@ -68,6 +68,16 @@ class OutputSettings(BaseModel):
     delivery: Literal["inline", "ref", "path"] = "inline"
 
 
+def _not_a_dot_segment(key: str) -> str:
+    if key in (".", ".."):  # a URL path segment that clients (and browsers) normalise away: unreachable by GET
+        raise ValueError(f"an image key cannot be {key!r}")
+    return key
+
+
+# An image key: it appears in URL paths (`/v1/sessions/{id}/images/{key}`).
+ImageKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$"), AfterValidator(_not_a_dot_segment)]
+
+
 class ImageInput(BaseModel):
     """One image, or a video whose sampled frames become images: exactly one of `data` (base64 or data:
     URI), `path` (under an allowed root) or `url`.
@@ -82,7 +92,7 @@ class ImageInput(BaseModel):
     data: str | None = None
     path: str | None = None
     url: str | None = None
-    key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]{1,128}$")
+    key: ImageKey | None = None
     frames_per_second: float | None = Field(default=None, gt=0, le=120, description="Videos: frames taken per second.")
     max_frames: int | None = Field(default=None, ge=1, description="Videos: the most frames to take.")
 

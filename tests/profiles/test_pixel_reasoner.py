@@ -5,6 +5,7 @@ Sizes and boxes are worked out by hand from the reference's arithmetic (in the c
 follow the reference's chain: the model's view JPEG-encoded by the agent loop, the crop, verl-tool's
 fetch_image (bicubic smart_resize, 4..5120 tokens), the result JPEG-encoded at Pillow's default quality."""
 
+import asyncio
 import base64
 import io
 import json
@@ -268,3 +269,16 @@ def test_an_upload_the_view_rule_cannot_produce_is_refused(client):
                                           "images": [{"data": b64(jpeg_bytes(SRC))}]})
     assert r.status_code == 422 and r.json()["code"] == "not_a_view"
     assert "640x480" in r.json()["detail"] and "644x476" in r.json()["detail"]
+
+
+def test_the_original_is_dropped_once_its_view_is_held(client):
+    """Pixel-Reasoner's tools read an input only through its view: after the first call the session holds the
+    view, not the decoded original; anything that reads the original decodes the upload again, to the same pixels."""
+    sid = make_session(client, "pixel-reasoner", SRC)
+    entry = asyncio.run(client.app.state.core.store.get(sid)).images[0]
+    first = crop(client, sid, [0.1, 0.1, 0.5, 0.5], 1)
+    assert not entry.loaded and len(entry.views) == 1
+    again = crop(client, sid, [0.1, 0.1, 0.5, 0.5], 1)
+    assert again["images"][0]["data"] == first["images"][0]["data"]
+    assert client.get(f"/v1/sessions/{sid}/images/original_image?max_side=64").status_code == 200
+    assert entry.loaded and entry.pixels.tobytes() == SRC.tobytes()  # decoded again, losslessly the same

@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
@@ -102,6 +104,14 @@ def _add_error_handlers(app: FastAPI, core: Core) -> None:
             core.metrics.overloaded.inc()
         return _error_response(exc)
 
+    @app.exception_handler(RequestValidationError)
+    async def _on_invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # The service's error shape for every 422, FastAPI's own list kept under `errors`.
+        errors = jsonable_encoder(exc.errors())
+        where = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in errors)
+        return JSONResponse({"detail": where or "invalid request", "code": "invalid_request", "errors": errors},
+                            status_code=422)
+
     @app.exception_handler(Exception)
     async def _on_bug(_request: Request, _exc: Exception) -> JSONResponse:
         return JSONResponse(internal_error_body(), status_code=500)  # logged by RequestContext, with the id
@@ -133,5 +143,11 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 components.setdefault(name, definition)
             components.setdefault(model.__name__, model_schema)
         components["ActRequest"]["properties"]["format"]["enum"] = ["auto", *FORMATS]
+        # Every 422 has the service's error shape (`_on_invalid`), FastAPI's list under `errors`.
+        components["HTTPValidationError"] = {
+            "title": "HTTPValidationError", "type": "object", "required": ["detail", "code"],
+            "properties": {"detail": {"type": "string", "title": "Detail"}, "code": {"type": "string", "title": "Code"},
+                           "errors": {"type": "array", "title": "Errors",
+                                      "items": {"$ref": "#/components/schemas/ValidationError"}}}}
         app.openapi_schema = schema
     return app.openapi_schema

@@ -7,7 +7,11 @@ loop afterwards, so a call that timed out or whose session ended changes nothing
 
 from __future__ import annotations
 
+import asyncio
 import io
+import re
+import shutil
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,6 +28,7 @@ from toolserver.memorymap import ImageEntry, SessionMap, compute_view
 from toolserver.models import ErrorInfo, ResultImage, ToolResult
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
+_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")  # secrets.token_urlsafe(24), the stores' session ids
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
 
 
@@ -80,6 +85,27 @@ class Delivery:
             else:
                 stored.append(None)
         return output, delivered, stored
+
+    async def remove_outputs(self, session_id: str) -> None:
+        """The files `path` delivery wrote for a session, removed with it."""
+        directory = self.settings.resolved_output_dir().resolve() / session_id
+        if _SESSION_ID.match(session_id) and directory.is_dir():
+            await asyncio.to_thread(shutil.rmtree, directory, True)
+
+    async def sweep_outputs(self, min_age_s: float = 60.0) -> int:
+        """Output folders of sessions that ended without a release (expired, evicted, another replica's
+        restart): removed once untouched for `min_age_s`. Only folders named like a session id are touched,
+        since the directory may be shared with the trainer."""
+        root = self.settings.resolved_output_dir().resolve()
+        if not root.is_dir():
+            return 0
+        removed, now = 0, time.time()
+        for directory in await asyncio.to_thread(lambda: [d for d in root.iterdir() if d.is_dir()]):
+            if (_SESSION_ID.match(directory.name) and now - directory.stat().st_mtime >= min_age_s
+                    and not await self.services.store.holds(directory.name)):
+                await asyncio.to_thread(shutil.rmtree, directory, True)
+                removed += 1
+        return removed
 
     def _write_output(self, session_id: str, key: str, mime: str, data: bytes) -> Path:
         directory = self.settings.resolved_output_dir().resolve() / session_id

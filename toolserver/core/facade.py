@@ -25,7 +25,7 @@ from toolserver.core.intake import Intake, RawImage
 from toolserver.core.readiness import Readiness, readiness
 from toolserver.core.verl_tool import ObservationRequest, ObservationResponse, VerlToolBridge
 from toolserver.core.wiring import Services
-from toolserver.errors import TooLarge
+from toolserver.errors import ServiceError, TooLarge
 from toolserver.geometry import Coords
 from toolserver.models import (
     ActResponse,
@@ -90,6 +90,8 @@ class Core:
         while True:
             await asyncio.sleep(self.settings.sweep_interval_s)
             self.store.sweep()
+            with contextlib.suppress(ServiceError, OSError):  # a store outage: the next sweep tries again
+                await self._delivery.sweep_outputs()
 
     async def readiness(self, *, draining: bool = False) -> Readiness:
         return await readiness(self.services, draining=draining)
@@ -108,6 +110,7 @@ class Core:
 
     async def release(self, session_id: str) -> None:
         await self.store.release(session_id)
+        await self._delivery.remove_outputs(session_id)
 
     # -- inspection: what the model saw -------------------------------------------------------------
     async def session_info(self, session_id: str) -> SessionInfo:

@@ -61,9 +61,10 @@ class Page:
 class PdfSource:
     kind: Final = "pdf"
 
-    def __init__(self, path: Path, long_side: int):
+    def __init__(self, path: Path, long_side: int, name: str | None = None):
         import pypdfium2 as pdfium
 
+        name = name or path.name  # what errors call it: the document's name, not an upload's temporary file
         self.path = path
         self.long_side = long_side
         data = path.read_bytes()
@@ -73,12 +74,12 @@ class PdfSource:
                 self._pdf = pdfium.PdfDocument(data)
             except pdfium.PdfiumError as exc:
                 if "password" in str(exc).lower():
-                    raise DocumentError(f"{path.name} is encrypted (password-protected); decrypt it first",
+                    raise DocumentError(f"{name} is encrypted (password-protected); decrypt it first",
                                         "encrypted_pdf") from None
-                raise DocumentError(f"{path.name} is not a readable PDF: {exc}", "invalid_pdf") from None
+                raise DocumentError(f"{name} is not a readable PDF: {exc}", "invalid_pdf") from None
             self.pages = len(self._pdf)
         if self.pages == 0:
-            raise DocumentError(f"{path.name} has no pages", "invalid_pdf")
+            raise DocumentError(f"{name} has no pages", "invalid_pdf")
 
     def read(self, start: int, stop: int) -> Iterator[Page]:
         """Pages start..stop-1 (1-based), rendered so their long side is `long_side` pixels."""
@@ -150,7 +151,7 @@ def open_source(path: Path, filename: str, long_side: int) -> PdfSource | ImageF
         return ImageFolderSource(path, filename)
     if not path.is_file():
         raise DocumentError(f"{path} does not exist", "not_found")
-    return PdfSource(path, long_side)
+    return PdfSource(path, long_side, filename)
 
 
 def _clean_text(text: str) -> str:

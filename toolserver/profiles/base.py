@@ -60,6 +60,9 @@ class Profile:
     unknown_tool_template: str = "Error: unknown tool {name!r}. Available tools: {tools}."
     # Other names a system's server answers to (callable, not listed): alias -> listed tool name.
     aliases: dict[str, str] = field(default_factory=dict)
+    # False: the tools read an input only through its model view (Pixel-Reasoner), so once the view is held the
+    # decoded original is dropped, decoded again from its upload only if something asks for it (a thumbnail).
+    reads_originals: bool = True
     format: CallFormat = field(init=False, repr=False)  # `call_format`, resolved
 
     def __post_init__(self) -> None:

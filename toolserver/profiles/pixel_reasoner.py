@@ -229,5 +229,5 @@ PROFILES = (
             "select_frames over every image so far, numbered from 1; results as JPEG at quality 75.",
             tools_by_name(PixelCrop(), PixelSelectFrames()), coords=Coords.ABS_VIEW, call_format=PIXEL_REASONER,
             arguments=ArgumentStyle.PYTHON, unknown_tool_template="Unknown action name.",
-            aliases={"zoom_in": "crop_image", "crop_image_normalized": "crop_image"}),
+            aliases={"zoom_in": "crop_image", "crop_image_normalized": "crop_image"}, reads_originals=False),
 )

@@ -62,6 +62,10 @@ class SessionStore(ABC):
     async def release(self, session_id: str) -> None: ...
 
     @abstractmethod
+    async def holds(self, session_id: str) -> bool:
+        """Whether the session exists and has not expired, without touching it (for clean-up sweeps)."""
+
+    @abstractmethod
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
                          blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
         """Charge, index and keep `entries` (`blobs`: their stored encodings, for stores that keep bytes);

@@ -87,6 +87,10 @@ class MemoryStore(SessionStore):
     async def release(self, session_id: str) -> None:
         self._drop(self._get(session_id), None)
 
+    async def holds(self, session_id: str) -> bool:
+        session = self._sessions.get(session_id)
+        return session is not None and session.expires_in(time.monotonic()) > 0
+
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
                          blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
         taken = set(session.by_key)

@@ -202,8 +202,11 @@ class RedisStore(SessionStore):
         self.cache.drop_session(session_id)
 
     async def is_live(self, session: SessionMap) -> bool:
+        return await self.holds(session.id)
+
+    async def holds(self, session_id: str) -> bool:
         with self._guard():
-            return bool(await self.redis.exists(self._key(session.id, "meta")))
+            return bool(await self.redis.exists(self._key(session_id, "meta")))
 
     # -- additions ------------------------------------------------------------------------------
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
