@@ -160,6 +160,39 @@ async def _drive(cls, client, tag: str, n: int, calls: int, urls: list[str], out
         await cls.aclose_session()
 
 
+def per_request_cost(requests: int = 100) -> None:
+    """Server CPU per request, one at a time (no concurrency): a request carrying the image and no action (the
+    protocol's own cost), and a crop. Plain aiohttp posting the same body as the client builds."""
+    import aiohttp
+    import psutil
+
+    body = {"trajectory_ids": ["t"], "finish": [False], "is_last_step": [False],
+            "extra_fields": [{"images": [input_images(1, 0)[0]]}]}
+    crop = ('<tool_call>{"name": "crop_image", "arguments": {"bbox_2d": [1200, 900, 2000, 1500], '
+            '"target_image": 1}}</tool_call>')
+
+    async def measure(server, action: str) -> tuple[float, float]:
+        procs = [psutil.Process(pid) for pid in server.pids()]
+        data = json.dumps({**body, "actions": [action]}).encode()
+        async with aiohttp.ClientSession(headers={"content-type": "application/json"}) as http:
+            async def post() -> None:
+                async with http.post(server.observation_url, data=data) as r:
+                    await r.read()
+            for _ in range(5):
+                await post()
+            cpu0, t0 = sum(sum(p.cpu_times()[:2]) for p in procs), time.perf_counter()
+            for _ in range(requests):
+                await post()
+            cpu = sum(sum(p.cpu_times()[:2]) for p in procs) - cpu0
+            return 1000 * cpu / requests, 1000 * (time.perf_counter() - t0) / requests
+
+    for name, server_cls in (("theirs", VerlToolServer), ("ours", Toolserver)):
+        with server_cls() as server:
+            for what, action in (("no action", "no call here"), ("crop", crop)):
+                cpu_ms, latency_ms = asyncio.run(measure(server, action))
+                print(f"{name}: {what}: server CPU {cpu_ms:.1f} ms/request, latency {latency_ms:.1f} ms", flush=True)
+
+
 METRICS = ("wall_s", "calls_per_s", "p50_ms", "p99_ms", "server_cpu_s", "client_cpu_s", "bytes_per_call",
            "peak_rss_mib")
 
@@ -172,8 +205,13 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=0, help="trajectories sharing one input image (GRPO's "
                         "rollout.n); 0: one photo for all, the issue's workload")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument("--per-request", action="store_true", help="only each server's CPU per request, "
+                        "one request at a time")
     args = parser.parse_args()
     activate_shim_in_this_process()
+    if args.per_request:
+        per_request_cost()
+        return
     servers = {"theirs": VerlToolServer, "ours": Toolserver}
     runs: dict[tuple[int, str], list[dict]] = {}
     for n in args.sizes:
