@@ -4,6 +4,7 @@ sampled frame tells which source frame it is (compression moves levels by a step
 from __future__ import annotations
 
 import io
+from fractions import Fraction
 
 import av
 import numpy as np
@@ -41,3 +42,22 @@ def source_frame(image: Image.Image) -> int:
     level = float(np.asarray(image.convert("L"))[image.height // 2 - 8:image.height // 2 + 8,
                                                   image.width // 2 - 8:image.width // 2 + 8].mean())
     return round((level - 20) / 2)
+
+
+def make_lying_video(big: tuple[int, int], frames: int = 2, header: tuple[int, int] = (64, 64), fps: int = 2) -> bytes:
+    """An MJPEG in Matroska whose header (and first frame) say `header` but whose later frames are `big`: each
+    frame is its own JPEG, muxed as a packet as it is, so nothing makes the sizes agree."""
+    buf = io.BytesIO()
+    with av.open(buf, mode="w", format="matroska") as container:
+        stream = container.add_stream("mjpeg", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = header[0], header[1], "yuvj420p"
+        for k in range(frames):
+            size = header if k == 0 else big
+            jpeg = io.BytesIO()
+            Image.new("RGB", size, (frame_level(k),) * 3).save(jpeg, format="JPEG", quality=50)
+            packet = av.Packet(jpeg.getvalue())
+            packet.stream = stream
+            packet.time_base = Fraction(1, fps)
+            packet.pts = packet.dts = k
+            container.mux(packet)
+    return buf.getvalue()

@@ -127,7 +127,7 @@ def _decode(container, kind: str, limits: VideoLimits, fps: float | None, max_fr
     if len(times) * width * height * 3 > limits.max_decoded_bytes:
         raise TooLarge(f"{len(times)} frames of {width}x{height} take {len(times) * width * height * 3} bytes "
                        f"decoded, over the {limits.max_decoded_bytes}-byte budget")
-    frames, stamps = _pick(container, stream, times, limits.max_seconds)
+    frames, stamps = _pick(container, stream, times, limits)
     rate = float(stream.average_rate) if stream.average_rate else None
     return DecodedVideo(frames=frames, timestamps=stamps, container=kind, codec=stream.codec_context.name,
                         duration_s=duration, width=width, height=height, source_fps=rate)
@@ -149,13 +149,20 @@ def _duration(container, stream) -> float:
     return end
 
 
-def _pick(container, stream, times: list[float], max_seconds: float) -> tuple[list[Image.Image], list[float]]:
-    """The frame on screen at each time (times ascending), converted once each."""
+def _pick(container, stream, times: list[float], limits: VideoLimits) -> tuple[list[Image.Image], list[float]]:
+    """The frame on screen at each time (times ascending), converted once each. Every decoded frame is checked
+    against the limits itself, since a header may lie about its frames: the first one too large stops the
+    intake before it is converted or kept, and so does the running total of what is kept."""
+    max_seconds = limits.max_seconds
 
     def frames_from(seconds: float | None) -> Iterator[Any]:  # PyAV video frames
         if seconds is not None:
             container.seek(int(seconds / stream.time_base), stream=stream, backward=True, any_frame=False)
         for frame in container.decode(stream):
+            if frame.width * frame.height > limits.max_pixels:
+                raise TooLarge(f"the video's frame at {frame.time or 0:.2f} s is {frame.width}x{frame.height} = "
+                               f"{frame.width * frame.height} pixels, over the {limits.max_pixels}-pixel limit "
+                               "(its header says otherwise)")
             if frame.time is None:
                 continue
             if frame.time > max_seconds + 1:  # a header that lied about the duration
@@ -170,6 +177,7 @@ def _pick(container, stream, times: list[float], max_seconds: float) -> tuple[li
     images: list[Image.Image] = []
     stamps: list[float] = []
     last: tuple[Any, Image.Image] | None = None  # a frame picked for several times is converted once
+    kept = 0  # bytes of the converted frames so far
     for t in times:
         if upcoming is not None and t - current.time > SEEK_GAP_S:
             decoded = frames_from(t)
@@ -183,6 +191,10 @@ def _pick(container, stream, times: list[float], max_seconds: float) -> tuple[li
         if last is not None and last[0] is current:
             image = last[1]
         else:
+            kept += current.width * current.height * 3
+            if kept > limits.max_decoded_bytes:
+                raise TooLarge(f"the video's sampled frames take over {limits.max_decoded_bytes} bytes decoded "
+                               "(its frames are larger than its header says)")
             image = current.to_image()  # RGB24 through swscale
             last = (current, image)
         images.append(image)

@@ -1,0 +1,54 @@
+"""Video frames are checked against the limits themselves, not against the header (which may lie): a real server
+process refuses such videos with 413 before their big frames are kept, within a bound on its memory."""
+
+import base64
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import start_server, stop_server
+from tests.video_helpers import make_lying_video
+
+MiB = 1024 * 1024
+SESSION_MAX = 300 * MiB
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident set (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    live = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path_factory.mktemp("video-limits")),
+                         "TOOLSERVER_SESSION_MAX_BYTES": str(SESSION_MAX)})
+    yield live
+    stop_server(live)
+
+
+def upload(server, video: bytes, max_frames: int) -> httpx.Response:
+    body = {"images": [{"data": base64.b64encode(video).decode(), "max_frames": max_frames}]}
+    return httpx.post(server.url + "/v1/sessions", json=body, timeout=120)
+
+
+def test_a_frame_larger_than_its_header_says_is_refused_at_that_frame(server):
+    # 64x64 in the header and the first frame; the second frame is 12000x12000 = 144 MP, over MAX_IMAGE_PIXELS.
+    before = peak_rss(server.proc.pid)
+    r = upload(server, make_lying_video((12000, 12000), frames=2), max_frames=2)
+    assert r.status_code == 413 and "12000x12000" in r.json()["detail"], r.text
+    # FFmpeg decodes that frame (YUV 4:2:0, 216 MB) before it can be seen; nothing converts or keeps it.
+    assert peak_rss(server.proc.pid) - before < 600 * MiB
+
+
+def test_frames_over_the_session_budget_stop_the_intake_as_they_come(server):
+    # 64x64 in the header; then frames of 6000x6000 (108 MB each as RGB): the third passes the 300 MB budget.
+    before = peak_rss(server.proc.pid)
+    r = upload(server, make_lying_video((6000, 6000), frames=8), max_frames=8)
+    assert r.status_code == 413 and "bytes decoded" in r.json()["detail"], r.text
+    assert peak_rss(server.proc.pid) - before < SESSION_MAX + 400 * MiB  # the budget, and one frame in flight
+    sid = httpx.post(server.url + "/v1/sessions", json={}).json()["session_id"]
+    assert httpx.get(f"{server.url}/v1/sessions/{sid}").status_code == 200  # the server is fine
