@@ -68,6 +68,8 @@ def _clean(node: Any, *, strict: bool) -> Any:
                     props[name] = {"anyOf": [sub, {"type": "null"}]}
                 elif isinstance(inner.get("type"), str) and set(inner) <= {"type", "description", "enum"}:
                     props[name] = {**inner, "type": [inner["type"], "null"]}
+                    if "enum" in inner:  # else a strict model could never leave it out
+                        props[name]["enum"] = [*inner["enum"], None]
             elif inner is not None:
                 props[name] = inner
         if strict:

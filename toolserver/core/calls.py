@@ -116,6 +116,11 @@ def _redecode(data: bytes, alpha: str) -> Image.Image:
 def _parse_args(tool: Tool, arguments: dict[str, Any]) -> BaseModel | dict | ToolResult:
     if tool.raw_arguments:
         return arguments
+    # `null` for an optional argument means "not given": OpenAI's strict mode makes every optional field
+    # required-but-nullable, so a strict model sends null for what it leaves out.
+    fields = tool.Args.model_fields
+    arguments = {k: v for k, v in arguments.items()
+                 if not (v is None and k in fields and not fields[k].is_required())}
     try:
         return tool.Args.model_validate(arguments)
     except ValidationError as exc:
