@@ -33,8 +33,8 @@ def test_tools_images_and_errors(live_server):
     assert not loaded.is_error and "`original_image`" in loaded.content[0].text
 
     assert not zoom.is_error
-    assert [block.type for block in zoom.content] == ["text", "image"]
-    image_block = zoom.content[1]
+    assert [block.type for block in zoom.content] == ["image", "text"]  # first-block-only clients get the image
+    image_block = zoom.content[0]
     assert image_block.mime_type == "image/png"
     crop = Image.open(io.BytesIO(base64.b64decode(image_block.data)))
     assert crop.tobytes() == picture.convert("RGB").crop((0, 0, 200, 150)).tobytes()
@@ -48,8 +48,8 @@ def test_one_toolserver_session_per_mcp_session(live_server):
         async with Client(f"{live_server.url}/mcp?profile=default") as mcp:
             await mcp.call_tool("load_image", {"path": path, "key": "photo"})
             first = await mcp.call_tool("zoom_in", {"image": "photo", "bbox_2d": [0, 0, 1000, 1000]})
-            again = await mcp.call_tool("lookback_reuse", {"image": first.content[0].text.split("`")[3]}) \
-                if "`" in first.content[0].text else None
+            again = await mcp.call_tool("lookback_reuse", {"image": first.content[-1].text.split("`")[3]}) \
+                if "`" in first.content[-1].text else None
             return first, again
 
     async def main():
@@ -57,7 +57,7 @@ def test_one_toolserver_session_per_mcp_session(live_server):
                                     session(str(PHOTOS / "Bridge_by_Sander_Klootwijk.jpg")))
 
     (wings, wings_again), (bridge, _) = run(main())
-    sizes = [Image.open(io.BytesIO(base64.b64decode(r.content[1].data))).size for r in (wings, bridge)]
+    sizes = [Image.open(io.BytesIO(base64.b64decode(r.content[0].data))).size for r in (wings, bridge)]
     assert sizes[0] == Image.open(PHOTOS / "TwoWings.jpg").size
     assert sizes[1] == Image.open(PHOTOS / "Bridge_by_Sander_Klootwijk.jpg").size
     assert wings_again is not None and not wings_again.is_error

@@ -105,7 +105,7 @@ def test_the_plugin_over_mcp_and_the_verl_adapter(grid_server):
 
     names, zoomed = asyncio.run(asyncio.wait_for(mcp(), 60))
     assert names == ["load_image", "zoom_cell"] and not zoomed.is_error
-    assert Image.open(io.BytesIO(base64.b64decode(zoomed.content[1].data))).size == (60, 40)
+    assert Image.open(io.BytesIO(base64.b64decode(zoomed.content[0].data))).size == (60, 40)
 
     tool = ToolServerTool(config={"url": grid_server.url, "profile": "grid", "tool": "zoom_cell"}, tool_schema=None)
 

@@ -62,9 +62,12 @@ def _load_image_tool() -> types.Tool:
 def _content(result: ToolResult) -> types.CallToolResult:
     images = [types.ImageContent(type="image", data=image_base64(image), mime_type=image.mime)
               for image in result.images if image.data is not None]
-    # A tool whose reference returns the image alone (DeepEyes, Qwen-Agent) has no text: no empty text block.
-    blocks: list[Any] = [types.TextContent(type="text", text=result.text)] if result.text or not images else []
-    blocks += images
+    # Images first: some MCP clients keep only a result's first block (smolagents' adapter, mcpadapt), and for
+    # an image tool the image is what the model must see. A tool whose reference returns the image alone
+    # (DeepEyes, Qwen-Agent) has no text: no empty text block.
+    blocks: list[Any] = list(images)
+    if result.text or not images:
+        blocks.append(types.TextContent(type="text", text=result.text))
     return types.CallToolResult(content=blocks, is_error=not result.ok)
 
 
