@@ -4,6 +4,7 @@ import asyncio
 import base64
 import io
 
+import httpx
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from PIL import Image
@@ -126,8 +127,28 @@ def test_deepeyes_tools_through_mcp(live_server):
             return tools, zoom, bad
 
     tools, zoom, bad = run(main())
-    assert tools["image_zoom_in_tool"].input_schema["required"] == ["bbox"]  # DeepEyes' own schema, quirk kept
+    assert tools["image_zoom_in_tool"].input_schema["required"] == []  # its `bbox` quirk repaired over MCP
     assert not zoom.is_error and [b.type for b in zoom.content] == ["image"]  # the image alone, as DeepEyes returns
     crop = Image.open(io.BytesIO(base64.b64decode(zoom.content[0].data)))
     assert crop.tobytes() == gradient(300, 200).crop((10, 10, 100, 100)).tobytes()
     assert bad.is_error and bad.content[0].text == "Error: ZOOM IN ARGUMENTS ARE INVALID"
+
+
+def test_every_schema_over_mcp_names_only_properties_it_has(live_server):
+    """DeepEyes' verbatim prompt schema requires an undefined `bbox`; over MCP it is repaired (the verbatim form
+    stays at /v1/tools), so strict client loaders such as Qwen-Agent's accept the server."""
+    from toolserver.profiles import PROFILES
+
+    async def main():
+        listed = {}
+        for profile in PROFILES:
+            async with Client(f"{live_server.url}/mcp?profile={profile}") as mcp:
+                listed[profile] = (await mcp.list_tools()).tools
+        return listed
+
+    for profile, tools in run(main()).items():
+        for tool in tools:
+            schema = tool.input_schema
+            assert set(schema.get("required", [])) <= set(schema.get("properties", {})), (profile, tool.name)
+    verbatim = httpx.get(f"{live_server.url}/v1/tools", params={"profile": "deepeyes"}).json()
+    assert verbatim[0]["function"]["parameters"]["required"] == ["bbox"]

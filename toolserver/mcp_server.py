@@ -34,7 +34,7 @@ from toolserver.errors import ServiceError, SessionGone
 from toolserver.messages import image_base64
 from toolserver.models import CreateSessionRequest, ImageInput, ImageKey, OutputSettings, ToolResult
 from toolserver.profiles import get_profile
-from toolserver.schema import parameters_schema
+from toolserver.schema import loadable_schema, parameters_schema
 
 MCP_SESSION_HEADER = "mcp-session-id"
 LOAD_IMAGE = "load_image"
@@ -131,7 +131,7 @@ class McpEndpoint:
         except ServiceError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
         tools = [types.Tool(name=e["function"]["name"], description=e["function"]["description"],
-                            input_schema=e["function"]["parameters"]) for e in entries]
+                            input_schema=loadable_schema(e["function"]["parameters"])) for e in entries]
         return types.ListToolsResult(tools=[_load_image_tool(), *tools])
 
     async def _new_session(self, profile: str) -> str:

@@ -80,6 +80,17 @@ def _clean(node: Any, *, strict: bool) -> Any:
     return out
 
 
+def loadable_schema(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A verbatim prompt schema repaired so that client libraries load it: `required` names only properties
+    that exist (DeepEyes' schema requires an undefined `bbox`; Qwen-Agent's MCP loader refuses the whole server
+    over it). The verbatim form stays at `/v1/tools` for trainers that need the prompt as the paper wrote it."""
+    required = parameters.get("required")
+    if not isinstance(required, list):
+        return parameters
+    properties = parameters.get("properties", {})
+    return {**parameters, "required": [name for name in required if name in properties]}
+
+
 def parameters_schema(args_model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
     raw = args_model.model_json_schema()
     raw.pop("description", None)  # an arguments model's docstring is for developers, not the model
