@@ -152,3 +152,31 @@ def test_every_schema_over_mcp_names_only_properties_it_has(live_server):
             assert set(schema.get("required", [])) <= set(schema.get("properties", {})), (profile, tool.name)
     verbatim = httpx.get(f"{live_server.url}/v1/tools", params={"profile": "deepeyes"}).json()
     assert verbatim[0]["function"]["parameters"]["required"] == ["bbox"]
+
+
+def test_a_session_bound_in_the_url_serves_clients_that_reconnect_for_every_call(live_server):
+    """Stateless clients open a new MCP session per call; `?session=` keeps their images between calls."""
+    made = httpx.post(f"{live_server.url}/v1/sessions", json={}).json()
+    url = f"{live_server.url}/mcp?profile=default&session={made['session_id']}"
+    picture = Image.new("RGB", (300, 200), (10, 200, 30))
+    buf = io.BytesIO()
+    picture.save(buf, format="PNG")
+
+    async def one_call(name, arguments):
+        async with Client(url) as mcp:  # a fresh MCP session each time
+            return await mcp.call_tool(name, arguments)
+
+    loaded = run(one_call("load_image", {"data": base64.b64encode(buf.getvalue()).decode(), "key": "field"}))
+    zoom = run(one_call("zoom_in", {"image": "field", "bbox_2d": [0, 0, 500, 500]}))
+    assert not loaded.is_error and not zoom.is_error, zoom.content
+    assert Image.open(io.BytesIO(base64.b64decode(zoom.content[0].data))).size == (150, 100)
+    info = httpx.get(f"{live_server.url}/v1/sessions/{made['session_id']}").json()
+    assert [image["key"] for image in info["images"]] == ["field", "observation_1"]  # the caller's session, kept
+    unknown = f"{live_server.url}/mcp?profile=default&session=nosuch"
+
+    async def on_unknown():
+        async with Client(unknown) as mcp:
+            return await mcp.call_tool("zoom_in", {"image": 0, "bbox_2d": [0, 0, 500, 500]})
+
+    missing = run(on_unknown())
+    assert missing.is_error and "no session nosuch" in missing.content[-1].text

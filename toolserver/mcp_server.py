@@ -121,6 +121,13 @@ class McpEndpoint:
         return request.query_params.get("profile", "default") if request is not None else "default"
 
     @staticmethod
+    def _bound_session(ctx: Any) -> str | None:
+        """`/mcp?session=<id>`: every call of every MCP session on this URL uses that toolserver session, so
+        clients that open a new MCP session per call (langchain-mcp-adapters, llama-index) keep their images."""
+        request = getattr(ctx, "request", None)
+        return request.query_params.get("session") or None if request is not None else None
+
+    @staticmethod
     def _mcp_session(ctx: Any) -> str | None:
         request = getattr(ctx, "request", None)
         return request.headers.get(MCP_SESSION_HEADER) if request is not None else None
@@ -160,6 +167,14 @@ class McpEndpoint:
             get_profile(profile)
         except ServiceError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
+        bound = self._bound_session(ctx)
+        if bound is not None:  # the caller's session: never created or released here
+            try:
+                if params.name == LOAD_IMAGE:
+                    return await self._load_image(bound, arguments)
+                return _content(await self.core.call_tool(bound, params.name, arguments))
+            except ServiceError as exc:
+                return _error(f"Error: {exc.message}")
         if mcp_session is None:
             return await self._stateless_call(profile, params.name, arguments)
         for attempt in range(2):
