@@ -25,7 +25,10 @@ class Settings(BaseSettings):
     # Idle keep-alive of client connections: longer than the pools of common clients (aiohttp 15 s, httpx 5 s,
     # requests' unbounded pool), so a client reusing a pooled connection does not race the server closing it.
     keep_alive_s: int = Field(default=75, ge=1)
-    api_keys: list[str] = Field(default_factory=list, description="Bearer keys; empty means no auth.")
+    api_keys: list[str] = Field(default_factory=list, description="Bearer keys; empty means no auth. A session "
+                                "belongs to the key that created it.")
+    operator_keys: list[str] = Field(default_factory=list, description="Bearer keys that see every session (the "
+                                     "inspector's operator).")
 
     data_dir: Path = Path("data")
     output_dir: Path | None = Field(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from contextvars import Token
 from typing import Any
 
 import mcp_types as types
@@ -33,6 +34,7 @@ from toolserver.core import Core, format_validation_error
 from toolserver.errors import ServiceError, SessionGone
 from toolserver.messages import image_base64
 from toolserver.models import CreateSessionRequest, ImageInput, ImageKey, OutputSettings, ToolResult
+from toolserver.ownership import Keys, caller
 from toolserver.profiles import get_profile
 from toolserver.schema import loadable_schema, parameters_schema
 
@@ -78,8 +80,10 @@ def _error(text: str) -> types.CallToolResult:
 class McpEndpoint:
     """The MCP adapter: a lowlevel SDK server whose handlers call the core, and its ASGI entry point."""
 
-    def __init__(self, core: Core, *, idle_timeout_s: float = 1800.0, allowed_hosts: list[str] | None = None):
+    def __init__(self, core: Core, *, idle_timeout_s: float = 1800.0, allowed_hosts: list[str] | None = None,
+                 keys: Keys | None = None):
         self.core = core
+        self.keys = keys
         self.idle_timeout_s = idle_timeout_s
         self.sessions: dict[str, str] = {}  # MCP session id -> toolserver session id
         self._creating: dict[str, asyncio.Future[str]] = {}
@@ -160,7 +164,22 @@ class McpEndpoint:
                 self._creating.pop(mcp_session, None)
         return await future
 
+    def _as_caller(self, ctx: Any) -> Token[str | None]:
+        """The calling key's view of the sessions: the SDK runs handlers outside the HTTP request's context."""
+        request = getattr(ctx, "request", None)
+        owner = None
+        if self.keys and request is not None:
+            owner = self.keys.identify(request.headers.get("authorization", ""))[1]
+        return caller.set(owner)
+
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        token = self._as_caller(ctx)
+        try:
+            return await self._call_tool_as_caller(ctx, params)
+        finally:
+            caller.reset(token)
+
+    async def _call_tool_as_caller(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         profile, mcp_session = self._profile(ctx), self._mcp_session(ctx)
         arguments = dict(params.arguments or {})
         try:

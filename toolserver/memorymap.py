@@ -170,6 +170,7 @@ class SessionMap:
                  texts: TextMap | None = None, text_lengths: dict[str, int] | None = None):
         self.id = session_id
         self.settings = settings
+        self.owner: str | None = None  # the creating key's owner id (toolserver.ownership); None: anyone's
         self.view_rule = view_rule
         self.ttl_s = ttl_s
         self.images: list[ImageEntry] = []

@@ -8,7 +8,6 @@ the ToolResult, so an RL loop can feed them back to the model.
 
 from __future__ import annotations
 
-import hmac
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +28,7 @@ from toolserver.errors import ServiceError, Unauthorized
 from toolserver.formats import FORMATS
 from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext, internal_error_body
 from toolserver.models import AddImagesRequest, CreateSessionRequest, IngestPathRequest
+from toolserver.ownership import Keys, caller
 
 OPEN_PATHS = {"/healthz", "/readyz", "/health", "/docs", "/openapi.json", "/redoc", "/ui",
               *(f"/ui/{f}" for f in UI_FILES)}
@@ -48,12 +48,13 @@ the server is shutting down: retry, another replica may answer). Every response 
 def create_app(settings: Settings | None = None, core: Core | None = None) -> FastAPI:
     core = core or Core(settings)
     settings = core.settings
+    keys = Keys(settings.api_keys, settings.operator_keys)
     mcp = None
     if settings.mcp_enabled:
         from toolserver.mcp_server import McpEndpoint  # the mcp SDK costs import time; only when served
 
         mcp = McpEndpoint(core, idle_timeout_s=settings.mcp_idle_timeout_s,
-                          allowed_hosts=settings.mcp_allowed_hosts or None)
+                          allowed_hosts=settings.mcp_allowed_hosts or None, keys=keys)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -76,8 +77,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"],
                                        include_in_schema=False))
     _add_error_handlers(app, core)
-    if settings.api_keys:
-        _add_api_key_check(app, settings.api_keys)
+    if keys:
+        _add_api_key_check(app, keys)
     for module in (sessions, inspection, tools, documents, operations, verl_tool):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
@@ -117,17 +118,14 @@ def _add_error_handlers(app: FastAPI, core: Core) -> None:
         return JSONResponse(internal_error_body(), status_code=500)  # logged by RequestContext, with the id
 
 
-def _add_api_key_check(app: FastAPI, api_keys: list[str]) -> None:
-    keys = [k.encode() for k in api_keys]
-
+def _add_api_key_check(app: FastAPI, keys: Keys) -> None:
     @app.middleware("http")
     async def _auth(request: Request, call_next):
         if request.url.path not in OPEN_PATHS:
-            header = request.headers.get("authorization", "")
-            token = header[7:].encode() if header.lower().startswith("bearer ") else b""
-            # Compare against every key, always, in constant time per key.
-            if not any([hmac.compare_digest(token, k) for k in keys]):
+            accepted, owner = keys.identify(request.headers.get("authorization", ""))
+            if not accepted:
                 return _error_response(Unauthorized("missing or invalid API key"))
+            caller.set(owner)  # the sessions this request may see (copied into the endpoint's context)
         return await call_next(request)
 
 

@@ -16,6 +16,7 @@ from PIL import Image
 from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge
 from toolserver.memorymap import ImageEntry, SessionMap, image_nbytes
 from toolserver.models import SessionSettings
+from toolserver.ownership import caller, may_see
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
 
 
@@ -47,6 +48,7 @@ class MemoryStore(SessionStore):
     async def create(self, settings: SessionSettings, ttl_s: float) -> SessionMap:
         assert settings.view is not None
         session = SessionMap(secrets.token_urlsafe(24), settings, settings.view.rule(), ttl_s, texts={})
+        session.owner = caller.get()
         self._sessions[session.id] = session
         self._locks[session.id] = asyncio.Lock()
         return session
@@ -56,6 +58,8 @@ class MemoryStore(SessionStore):
 
     def _get(self, session_id: str) -> SessionMap:
         session = self._sessions.get(session_id)
+        if session is not None and not may_see(session.owner):  # another key's session: as if none
+            raise NotFound(f"no session {session_id}", code="unknown_session")
         if session is None:
             reason = self._gone.get(session_id)
             if reason:
@@ -137,7 +141,8 @@ class MemoryStore(SessionStore):
 
     async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
         now = time.monotonic()
-        live = sorted((s for s in self._sessions.values() if s.expires_in(now) > 0), key=lambda s: s.created)
+        live = sorted((s for s in self._sessions.values() if s.expires_in(now) > 0 and may_see(s.owner)),
+                      key=lambda s: s.created)
         wall = time.time()
         page = [SessionSummary(s.id, s.settings.profile, len(s.images), s.tool_calls, wall - s.created)
                 for s in live[offset:offset + limit]]

@@ -42,6 +42,7 @@ from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unava
 from toolserver.imaging import decode_image
 from toolserver.memorymap import ImageEntry, SessionMap
 from toolserver.models import SessionSettings
+from toolserver.ownership import caller, may_see
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
 from toolserver.stores.redis_parts import (
     SCRIPT_ADD_IMAGES,
@@ -52,6 +53,7 @@ from toolserver.stores.redis_parts import (
     SCRIPT_TOUCH,
     DecodedCache,
     RemoteTexts,
+    scan_sessions,
 )
 
 log = logging.getLogger("toolserver.redis")
@@ -118,7 +120,7 @@ class RedisStore(SessionStore):
         ttl_ms = max(1, math.ceil(ttl_s * 1000))
         meta = {"settings": settings.model_dump_json(), "ttl_ms": ttl_ms, "observations": 0, "tool_calls": 0,
                 "nbytes": 0, "count": 0, "ntexts": 0, "created_ms": int(time.time() * 1000),
-                "profile": settings.profile}
+                "profile": settings.profile, "owner": caller.get() or ""}
         keys = self._keys(session_id)
         with self._guard():
             async with self.redis.pipeline(transaction=True) as pipe:
@@ -126,8 +128,10 @@ class RedisStore(SessionStore):
                 pipe.pexpire(keys[0], ttl_ms)
                 pipe.set(keys[5], _EXPIRED, px=ttl_ms + TOMBSTONE_MS)
                 await pipe.execute()
-        return SessionMap(session_id, settings, settings.view.rule(), ttl_s,
-                       texts=RemoteTexts([], self._text_fetcher(session_id)))
+        session = SessionMap(session_id, settings, settings.view.rule(), ttl_s,
+                             texts=RemoteTexts([], self._text_fetcher(session_id)))
+        session.owner = caller.get()
+        return session
 
     async def get(self, session_id: str) -> SessionMap:
         if not session_id or len(session_id) > 256:
@@ -139,7 +143,10 @@ class RedisStore(SessionStore):
                 reason = reply[1].decode()
                 raise SessionGone(f"session {session_id} has {reason}; create a new session")
             raise NotFound(f"no session {session_id}", code="unknown_session")
-        return self._build(session_id, _pairs(reply[1]), reply[2], _pairs(reply[3]))
+        session = self._build(session_id, _pairs(reply[1]), reply[2], _pairs(reply[3]))
+        if not may_see(session.owner):  # another key's session: as if none
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        return session
 
     def _build(self, session_id: str, meta: dict[bytes, bytes], records: list[bytes],
                text_lengths: dict[bytes, bytes]) -> SessionMap:
@@ -151,6 +158,7 @@ class RedisStore(SessionStore):
         session.observations = int(meta[b"observations"])
         session.tool_calls = int(meta[b"tool_calls"])
         session.nbytes = int(meta[b"nbytes"])
+        session.owner = meta.get(b"owner", b"").decode() or None
         for raw in records:
             session.append_image(self._entry(session_id, json.loads(raw)))
         return session
@@ -194,9 +202,11 @@ class RedisStore(SessionStore):
     async def release(self, session_id: str) -> None:
         keys = self._keys(session_id)
         with self._guard():
-            live = await self.redis.exists(keys[0])
+            live, owner = await self.redis.exists(keys[0]), await self.redis.hget(keys[0], "owner")
         if not live:
             await self.get(session_id)  # 404 or 410, as for any other use
+        if not may_see(_as_bytes(owner).decode() if owner else None):
+            raise NotFound(f"no session {session_id}", code="unknown_session")
         with self._guard():
             await self.redis.delete(*keys)  # the tombstone too: a released session is unknown (404)
         self.cache.drop_session(session_id)
@@ -287,25 +297,9 @@ class RedisStore(SessionStore):
         return [r.decode() for r in records], int(dropped or 0)
 
     async def list_sessions(self, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
-        """Every replica's sessions: a SCAN over the meta keys (bounded by the sessions Redis holds)."""
-        rows = []
+        """Every replica's sessions the caller may see: a SCAN over the meta keys."""
         with self._guard():
-            keys = [key async for key in self.redis.scan_iter(match=f"{self.prefix}:{{*}}:meta", count=1000)]
-            async with self.redis.pipeline(transaction=False) as pipe:  # one round trip, not one per session
-                for key in keys:
-                    pipe.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings")
-                replies = await pipe.execute() if keys else []
-            for key, fields in zip(keys, replies, strict=True):
-                if fields[4] is None:  # expired between the scan and the read
-                    continue
-                session_id = key.decode().split("{", 1)[1].rsplit("}", 1)[0]
-                profile = fields[1].decode() if fields[1] else SessionSettings.model_validate_json(fields[4]).profile
-                created = int(fields[0]) / 1000 if fields[0] else None
-                rows.append((created or 0.0, SessionSummary(session_id, profile, int(fields[2] or 0),
-                                                            int(fields[3] or 0),
-                                                            time.time() - created if created else None)))
-        rows.sort(key=lambda row: row[0])
-        return [summary for _, summary in rows[offset:offset + limit]], len(rows)
+            return await scan_sessions(self.redis, self.prefix, offset, limit)
 
     # -- encodings ------------------------------------------------------------------------------
     async def cached_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str) -> bytes | None:

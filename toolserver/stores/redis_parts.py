@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from cachetools import LRUCache
 from PIL import Image
 
 from toolserver.errors import SessionGone
 from toolserver.memorymap import image_nbytes
+from toolserver.models import SessionSettings
+from toolserver.ownership import may_see
+from toolserver.stores.contract import SessionSummary
 
 # KEYS: meta images blobs texts textlen gone calls. ARGV: tombstone_ms, reason.
 # Touch: restart every key's idle timer and return the state; or why the session is gone.
@@ -195,3 +200,24 @@ class RemoteTexts(Mapping[str, str]):
     def copy(self) -> RemoteTexts:
         """Itself: a remote view reads each text when asked, so a call never sees a half-added text."""
         return self
+
+
+async def scan_sessions(redis: Any, prefix: str, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
+    """Every replica's sessions the caller may see (toolserver.ownership), oldest first: a SCAN over the meta keys
+    (bounded by the sessions Redis holds), their fields read in one round trip."""
+    rows = []
+    keys = [key async for key in redis.scan_iter(match=f"{prefix}:{{*}}:meta", count=1000)]
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings", "owner")
+        replies = await pipe.execute() if keys else []
+    for key, fields in zip(keys, replies, strict=True):
+        if fields[4] is None or not may_see(fields[5].decode() if fields[5] else None):  # expired, or not theirs
+            continue
+        session_id = key.decode().split("{", 1)[1].rsplit("}", 1)[0]
+        profile = fields[1].decode() if fields[1] else SessionSettings.model_validate_json(fields[4]).profile
+        created = int(fields[0]) / 1000 if fields[0] else None
+        rows.append((created or 0.0, SessionSummary(session_id, profile, int(fields[2] or 0), int(fields[3] or 0),
+                                                    time.time() - created if created else None)))
+    rows.sort(key=lambda row: row[0])
+    return [summary for _, summary in rows[offset:offset + limit]], len(rows)
