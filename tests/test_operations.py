@@ -47,8 +47,10 @@ def test_api_keys_missing_wrong_and_right_and_the_key_is_never_logged(tmp_path: 
                            headers={"Authorization": f"Bearer {KEY}", "X-Request-ID": "auth-right"})
         assert right.status_code == 201
         sid = right.json()["session_id"]
-        second = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"bearer {OTHER_KEY}"})
-        assert second.status_code == 200  # any configured key; the scheme is case-insensitive
+        second = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"bearer {KEY}"})
+        assert second.status_code == 200  # the scheme is case-insensitive
+        others = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {OTHER_KEY}"})
+        assert others.status_code == 404  # a session belongs to the key that created it
         bodies += [right.text, second.text]
         mcp = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                          headers={"Authorization": f"Bearer {WRONG}"})
