@@ -42,3 +42,33 @@ def test_sessions_belong_to_the_key_that_created_them(settings_any_store):
 def test_without_keys_every_session_is_reachable(client):
     sid = client.post("/v1/sessions", json={}).json()["session_id"]
     assert client.get(f"/v1/sessions/{sid}").status_code == 200
+
+
+def test_over_mcp_a_session_answers_only_its_own_key(tmp_path):
+    """The MCP SDK runs tool handlers outside the HTTP request's context: the adapter sets the caller itself."""
+    import asyncio
+    import json
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    from tests.conftest import start_server, stop_server
+
+    async def call(url: str, key: str):
+        async with create_mcp_http_client(headers=auth(key)) as http, \
+                streamable_http_client(url, http_client=http) as streams, \
+                ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            return await session.call_tool("check_whether_response_word_count_in_range",
+                                           {"response": "one two", "lower_bound": 1, "upper_bound": 3})
+
+    server = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path), "TOOLSERVER_API_KEYS": json.dumps([A, B])})
+    try:
+        sid = httpx.post(server.url + "/v1/sessions", headers=auth(A), json={}).json()["session_id"]
+        url = f"{server.url}/mcp?profile=default&session={sid}"
+        own, other = asyncio.run(call(url, A)), asyncio.run(call(url, B))
+    finally:
+        stop_server(server)
+    assert not own.is_error and own.content[-1].text == "Check result: True"
+    assert other.is_error and other.content[-1].text == f"Error: no session {sid}"
