@@ -42,7 +42,7 @@ from bench.verl_tool.launch import VENV_PYTHON, VerlToolServer, activate_shim_in
 if Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
     os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), "-m", "bench.bench_race_verl_tool", *sys.argv[1:]])
 
-from bench.verl_tool.probe import BOXES, PHOTO, SIZE, TreeSampler, make_client  # noqa: E402
+from bench.verl_tool.probe import PHOTO, SIZE, TreeSampler, crop_calls, make_client  # noqa: E402
 
 OURS = ROOT / ".venv" / "bin" / "toolserver"
 
@@ -89,15 +89,7 @@ def input_images(n: int, group: int) -> list[str]:
 async def trajectory(client, tag: str, index: int, calls: int, data_url: str, out: dict) -> None:
     from verl_tool.agent_loop.vision_utils import decode_image_url
 
-    traj_id = f"{tag}{index:03d}" + os.urandom(8).hex()
-    extra_info = {"split": "train", "index": index, "qid": f"train_{index}", "is_video": False}
-    for call in range(calls):
-        bbox = BOXES[(index + call) % len(BOXES)]
-        action = ('Let me look closer.<tool_call>{"name": "crop_image", "arguments": '
-                  f'{{"bbox_2d": {json.dumps(bbox)}, "target_image": 1}}}}</tool_call>')
-        started = time.perf_counter()
-        info = await client.interact_with_tool_server(traj_id=traj_id, action=action, do_action=True,
-                                                      extra_fields=dict(extra_info, images=[data_url]))
+    def record(info: dict, started: float) -> None:
         if info.get("image"):
             decode_image_url(info["image"])  # what the agent loop does with each returned image
         out["latency"].append(time.perf_counter() - started)
@@ -105,6 +97,9 @@ async def trajectory(client, tag: str, index: int, calls: int, data_url: str, ou
         out["ok"] += bool(info["valid_action"] and info["success"])
         if index == 0:
             out["first"].append((info["obs"], info.get("image")))
+
+    traj_id = f"{tag}{index:03d}" + os.urandom(8).hex()
+    await crop_calls(client, traj_id, index, calls, data_url, record)
     await client.close_traj_tool_threads(request_id=traj_id)
 
 

@@ -118,19 +118,30 @@ def make_client(url: str):
     return VerlToolAgentLoop, object.__new__(VerlToolAgentLoop)
 
 
-async def trajectory(client, index: int, calls: int, data_url: str, latencies: list, results: list):
-    traj_id = f"probe{index:02d}" + os.urandom(12).hex()
+async def crop_calls(client, traj_id: str, index: int, calls: int, data_url: str, record) -> None:
+    """One trajectory's tool calls as verl-tool's agent loop sends them: `calls` crop calls in turn, each carrying
+    the input image (run(): extra_info.copy() + the encoded images). `record(info, started)` sees each answer
+    with the perf_counter time its call started. The finish is the caller's."""
     extra_info = {"split": "train", "index": index, "qid": f"train_{index}", "is_video": False}
     for call in range(calls):
         bbox = BOXES[(index + call) % len(BOXES)]
         action = ('Let me look closer.<tool_call>{"name": "crop_image", "arguments": '
                   f'{{"bbox_2d": {json.dumps(bbox)}, "target_image": 1}}}}</tool_call>')
-        extra_fields = dict(extra_info, images=[data_url])  # run(): extra_info.copy() + encoded images
-        t0 = time.perf_counter()
+        started = time.perf_counter()
         info = await client.interact_with_tool_server(traj_id=traj_id, action=action, do_action=True,
-                                                      extra_fields=extra_fields, is_last_step=False)
-        latencies.append(("crop", time.perf_counter() - t0))
+                                                      extra_fields=dict(extra_info, images=[data_url]),
+                                                      is_last_step=False)
+        record(info, started)
+
+
+async def trajectory(client, index: int, calls: int, data_url: str, latencies: list, results: list):
+    traj_id = f"probe{index:02d}" + os.urandom(12).hex()
+
+    def record(info: dict, started: float) -> None:
+        latencies.append(("crop", time.perf_counter() - started))
         results.append((info["valid_action"], info["success"], len(info.get("image", "") or ""), info["obs"][:60]))
+
+    await crop_calls(client, traj_id, index, calls, data_url, record)
     t0 = time.perf_counter()
     await client.close_traj_tool_threads(request_id=traj_id)
     latencies.append(("finish", time.perf_counter() - t0))
