@@ -9,8 +9,7 @@ from toolserver.core.calls import ToolCalls
 from toolserver.core.results import failure
 from toolserver.formats import get_format
 from toolserver.formats.base import NO_TOOL_CALL, Parsed
-from toolserver.messages import image_url
-from toolserver.models import ActResponse, ToolResult
+from toolserver.models import ActResponse, ResultImage, ToolResult
 from toolserver.profiles import get_profile
 
 
@@ -49,14 +48,23 @@ def _add_parser_results(parsed: Parsed, records: list[dict[str, Any]], results: 
 def carry_images_once(response: ActResponse) -> ActResponse:
     """The answer with each image's bytes once: a result image whose data URL the observation already carries
     keeps its key, size and mime but not its `data` (a 1 MP PNG is 1.5 MB of base64; twice is 3 MB per call)."""
-    in_observation = {part["image_url"]["url"] for message in response.observation
-                      if isinstance(message.get("content"), list)
-                      for part in message["content"] if part.get("type") == "image_url"}
-    if not in_observation:
+    shown = [part["image_url"]["url"] for message in response.observation
+             if isinstance(message.get("content"), list)
+             for part in message["content"] if part.get("type") == "image_url"]
+    if not shown:
         return response
     results = []
     for result in response.results:
-        images = [img.model_copy(update={"data": None}) if img.data is not None and image_url(img) in in_observation
-                  else img for img in result.images]
+        images = [img.model_copy(update={"data": None}) if _shown_as_data_url(img, shown) else img
+                  for img in result.images]
         results.append(result.model_copy(update={"images": images}))
     return response.model_copy(update={"results": results})
+
+
+def _shown_as_data_url(image: ResultImage, urls: list[str]) -> bool:
+    # Compared in place: building the image's data URL again would copy its megabytes for each look.
+    if not isinstance(image.data, str):
+        return False
+    prefix = f"data:{image.mime};base64,"
+    size = len(prefix) + len(image.data)
+    return any(len(url) == size and url.startswith(prefix) and url.endswith(image.data) for url in urls)
