@@ -99,7 +99,7 @@ class RedisProcess:
     """A throwaway `redis-server` on a spare loopback port (no persistence), for benchmarks."""
 
     def __init__(self, directory: Path):
-        from toolserver.stores.redis import wait_for_redis
+        from toolserver.stores.redis_parts import wait_for_redis
 
         port = free_port()
         self.url = f"redis://127.0.0.1:{port}/0"

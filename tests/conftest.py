@@ -159,7 +159,7 @@ class RedisServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> RedisServer:
-        from toolserver.stores.redis import wait_for_redis
+        from toolserver.stores.redis_parts import wait_for_redis
 
         self.proc = subprocess.Popen(
             [self.program, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
@@ -216,7 +216,7 @@ def shared_redis(tmp_path_factory):
     """One Redis for the whole run (CI's, when it started one); each test keeps to its own key prefix."""
     url = os.environ.get("TOOLSERVER_TEST_REDIS_URL")
     if url:
-        from toolserver.stores.redis import wait_for_redis
+        from toolserver.stores.redis_parts import wait_for_redis
 
         wait_for_redis(url)
         yield ExternalRedis(url)

@@ -37,3 +37,26 @@ def test_the_sweep_removes_files_of_expired_sessions_and_nothing_else(client):
     time.sleep(1.3)
     assert asyncio.run(core._delivery.sweep_outputs(min_age_s=0)) == 1
     assert not gone.parent.exists() and stays.is_file() and trainer_dir.is_dir()
+
+
+def test_the_output_directory_is_bounded(settings, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from toolserver.api import create_app
+
+    first_file = None
+    with TestClient(create_app(settings)) as probe:
+        first_file = delivered(probe, path_session(probe))
+    bounded = settings.model_copy(update={"output_dir_max_bytes": 2 * first_file.stat().st_size + 10,
+                                          "output_dir": tmp_path / "bounded"})
+    with TestClient(create_app(bounded)) as client:
+        sid = path_session(client)
+        delivered(client, sid)
+        delivered(client, sid)
+        r = client.post(f"/v1/sessions/{sid}/tools/zoom_in", json={"image": 0, "bbox_2d": [0, 0, 500, 500]})
+        assert r.status_code == 507 and r.json()["code"] == "output_dir_full", r.text
+        assert "release sessions" in r.json()["detail"]
+        info = client.get(f"/v1/sessions/{sid}").json()
+        assert info["tool_calls"] == 2 and len(info["images"]) == 3  # the refused call recorded nothing
+        assert client.delete(f"/v1/sessions/{sid}").status_code == 204  # its files go, and free the room
+        assert delivered(client, path_session(client)).is_file()

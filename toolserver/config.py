@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     output_dir: Path | None = Field(
         default=None, description="Directory shared with the trainer for `path` delivery (default data_dir/out)."
     )
+    output_dir_max_bytes: int = Field(default=20 * GiB, ge=0, description=(
+        "Bound on the files `path` delivery keeps in the output directory; a call that would pass it answers 507 "
+        "`output_dir_full` and records nothing (files go with their sessions: release, expiry, eviction)."))
     allowed_roots: list[Path] = Field(
         default_factory=list, description="Server paths that image/document `path` inputs may read from."
     )
@@ -58,6 +61,9 @@ class Settings(BaseSettings):
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", description="The Redis of `session_store=redis`.")
     redis_prefix: str = Field(default="ts", pattern=r"^[\w.-]{1,32}$", description="Prefix of the session keys.")
     redis_timeout_s: float = Field(default=2.0, gt=0, description="Connect and command timeout for Redis.")
+    lock_lease_s: float = Field(default=3.0, ge=0.3, description=(
+        "Redis store: the lease of a session's lock, renewed every third of it while a call runs; a lock left by "
+        "a Redis stall, kill or restart lapses within this time."))
     decoded_cache_bytes: int = Field(default=1 * GiB, ge=0,
                                      description="Redis store: decoded images kept by this replica (LRU).")
 

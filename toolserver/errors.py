@@ -46,6 +46,13 @@ class TooLarge(ServiceError):
     code = "too_large"
 
 
+class InsufficientStorage(ServiceError):
+    """The shared output directory is at its bound: `path` delivery cannot write (nothing was recorded)."""
+
+    status = 507
+    code = "output_dir_full"
+
+
 class Overloaded(ServiceError):
     status = 429
     code = "overloaded"

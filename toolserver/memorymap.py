@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from PIL import Image
 
@@ -22,6 +23,31 @@ INPUT_PREFIX = "original_image"
 OBSERVATION_PREFIX = "observation_"
 _INPUT_KEY = re.compile(rf"{INPUT_PREFIX}_\d+")
 _OBSERVATION_KEY = re.compile(rf"{OBSERVATION_PREFIX}([1-9]\d{{0,8}})")
+OUTCOMES_KEPT = 16  # recorded outcomes a session keeps for retries (its latest calls)
+
+
+@dataclass(frozen=True)
+class RecordedOutcome:
+    """A call's result as first answered, kept under its idempotency key so that a retry gets it again instead
+    of running the tool twice. `result` is the ToolResult as JSON without inline image bytes (they are read back
+    from the session); `fingerprint` names the tool and arguments the key was first used with."""
+
+    key: str
+    fingerprint: str
+    result: dict[str, Any]
+
+
+@dataclass
+class CallCommit:
+    """Everything a tool call leaves in its session, written at once or not at all: its new images (and, for
+    stores that keep bytes, their stored encodings), whether it counts toward the call limit, its call-log
+    record, and its outcome for retries."""
+
+    entries: list[ImageEntry] = field(default_factory=list)
+    blobs: Sequence[bytes | None] = ()
+    counted: bool = True
+    record: str = ""
+    outcome: RecordedOutcome | None = None
 
 
 def observation_number(key: str) -> int | None:
@@ -45,6 +71,7 @@ class ImageEntry:
         "alias_of",
         "blob_format",
         "blob_key",
+        "delivered",
         "encoded",
         "index",
         "key",
@@ -72,6 +99,9 @@ class ImageEntry:
         self.source_mime = source_mime
         self.alias_of = alias_of  # lookback returns an earlier image: same pixels, new key
         self.encoded: dict[str, bytes] = {}  # output encodings, by format (in-memory store)
+        # The system's own encoding this image was delivered in (Pixel-Reasoner's JPEG): (format, bytes). Not a
+        # cache: encoding the pixels again would not give these bytes, and a replayed call must.
+        self.delivered: tuple[str, bytes] | None = None
         self.views: dict[str, Image.Image] = {}  # model views (whole-image resizes), by rule (in-memory store)
         self.blob_key: str | None = None  # Redis store: the stored bytes these pixels decode from
         self.blob_format: str | None = None  # "source" (as uploaded) or "png"
@@ -185,6 +215,8 @@ class SessionMap:
         self.created = time.time()
         self.calls: deque[str] = deque()  # the call log (JSON records), in-memory store
         self.calls_dropped = 0
+        self.outcomes: deque[RecordedOutcome] = deque(maxlen=OUTCOMES_KEPT)  # in-memory store
+        self.fence: str | None = None  # the lock token of the call holding the session (Redis store)
 
     # -- naming -------------------------------------------------------------------------------
     def next_input_key(self, taken: set[str]) -> str:

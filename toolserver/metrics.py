@@ -16,6 +16,8 @@ class Metrics:
         self.tool_calls = Counter("toolserver_tool_calls", "Tool calls by outcome", ["tool", "outcome"], registry=r)
         self.tool_errors = Counter("toolserver_tool_errors", "Failed tool calls by code", ["tool", "code"],
                                    registry=r)
+        self.tool_replays = Counter("toolserver_tool_replays", "Tool calls answered from their recorded outcome "
+                                    "(a retry with the same idempotency key)", registry=r)
         self.tool_latency = Histogram("toolserver_tool_latency_seconds", "Tool call latency", ["tool"],
                                       buckets=LATENCY_BUCKETS, registry=r)
         self.overloaded = Counter("toolserver_overloaded", "Requests refused with 429", registry=r)

@@ -13,6 +13,7 @@ from tenacity import AsyncRetrying
 from toolserver.client.errors import (
     SessionNotFound,
     _check,
+    _keyed,
     _Retryable,
     _transport_error,
 )
@@ -71,7 +72,7 @@ class AsyncClient:
                     try:
                         return _check(await self._http.request(method, path, **kwargs))
                     except httpx.TransportError as exc:
-                        raise _transport_error(exc, self._config.base_url + path) from exc
+                        raise _transport_error(exc, self._config.base_url + path, _keyed(kwargs)) from exc
         except _Retryable as exc:
             raise exc.error from None
         raise AssertionError("unreachable")
@@ -118,10 +119,10 @@ class AsyncSession(_SessionHandle):
     _client: AsyncClient
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None = None, /, *,
-                   timeout: float | None = None, **kwargs: Any) -> ToolResult:
+                   timeout: float | None = None, idempotency_key: str | None = None, **kwargs: Any) -> ToolResult:
         body = {**(arguments or {}), **kwargs}
         response = await self._client.request("POST", self._path(f"/tools/{name}"), json=body, timeout=timeout,
-                                              headers=self._client._config.result_headers)
+                                              headers=self._client._config.call_headers(idempotency_key))
         return _tool_result(response)
 
     async def run_tool_calls(self, tool_calls: Iterable[Any], *, image_message: ImageMessage = "tool",
@@ -132,7 +133,8 @@ class AsyncSession(_SessionHandle):
 
     async def act(self, text: str, *, format: str = "auto", timeout: float | None = None) -> ActResponse:
         response = await self._client.request("POST", self._path("/act"), json={"text": text, "format": format},
-                                              timeout=timeout)
+                                              timeout=timeout,
+                                              headers=self._client._config.call_headers(None, results=False))
         return ActResponse.model_validate_json(response.content)
 
     async def add_images(self, images: Sequence[ImageLike] | Mapping[str, ImageLike]) -> list[ImageInfo]:

@@ -28,7 +28,8 @@ class ToolServerUnavailable(ToolServerError):
 
 
 class ToolServerTimeout(ToolServerError):
-    """No answer within the timeout. Not retried: the call may have run on the server."""
+    """No answer within the timeout (after every retry for a tool call, whose idempotency key makes a retry
+    safe; other requests are not retried: they may have run on the server)."""
 
 
 class _Retryable(Exception):
@@ -82,7 +83,12 @@ def _check(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def _transport_error(exc: httpx.TransportError, url: str) -> ToolServerError | _Retryable:
+def _keyed(request_kwargs: dict) -> bool:
+    """Whether a request carries an idempotency key (then a retry cannot run its call twice)."""
+    return "Idempotency-Key" in (request_kwargs.get("headers") or {})
+
+
+def _transport_error(exc: httpx.TransportError, url: str, keyed: bool = False) -> ToolServerError | _Retryable:
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         # The request never reached the server: safe to retry.
         return _Retryable(ToolServerUnavailable(f"cannot connect to {url}: {exc}"), None)
@@ -92,5 +98,7 @@ def _transport_error(exc: httpx.TransportError, url: str) -> ToolServerError | _
         # request was not sent, or not read, so it is sent again on a fresh connection.
         return _Retryable(ToolServerUnavailable(f"the connection to {url} closed before an answer: {exc}"), None)
     if isinstance(exc, httpx.TimeoutException):
-        return ToolServerTimeout(f"no answer from {url} in time ({type(exc).__name__})")
+        error = ToolServerTimeout(f"no answer from {url} in time ({type(exc).__name__})")
+        # With an idempotency key the retry gets the call's recorded result if it ran, so it is safe to send.
+        return _Retryable(error, None) if keyed else error
     return ToolServerError(f"{type(exc).__name__} talking to {url}: {exc}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +146,15 @@ class _Config:
         self.timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
         self.attempts = retries + 1
         self.wait = _Wait(backoff, max_backoff)
+
+    def call_headers(self, idempotency_key: str | None, *, results: bool = True) -> dict[str, str]:
+        """A tool call's headers: its idempotency key (a fresh one unless given; the retries of this call reuse
+        it, so a call the server already ran is answered from its record, not run twice) and, for results, the
+        binary answer."""
+        headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        if results and self.result_headers:
+            headers |= self.result_headers
+        return headers
 
     def retrying_kwargs(self) -> dict[str, Any]:
         return {"stop": stop_after_attempt(self.attempts), "wait": self.wait, "reraise": True,

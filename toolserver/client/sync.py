@@ -13,6 +13,7 @@ from tenacity import Retrying
 from toolserver.client.errors import (
     SessionNotFound,
     _check,
+    _keyed,
     _Retryable,
     _transport_error,
 )
@@ -70,7 +71,7 @@ class Client:
                     try:
                         return _check(self._http.request(method, path, **kwargs))
                     except httpx.TransportError as exc:
-                        raise _transport_error(exc, self._config.base_url + path) from exc
+                        raise _transport_error(exc, self._config.base_url + path, _keyed(kwargs)) from exc
         except _Retryable as exc:
             raise exc.error from None
         raise AssertionError("unreachable")
@@ -121,11 +122,12 @@ class Session(_SessionHandle):
     _client: Client
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None, /, *, timeout: float | None = None,
-             **kwargs: Any) -> ToolResult:
-        """Run one tool: `session.call("zoom_in", image_key="img_0", bbox=[...])` or with a dict."""
+             idempotency_key: str | None = None, **kwargs: Any) -> ToolResult:
+        """Run one tool: `session.call("zoom_in", image_key="img_0", bbox=[...])` or with a dict. Retries carry
+        the call's idempotency key (a fresh one unless given), so a call the server ran is never run twice."""
         body = {**(arguments or {}), **kwargs}
         response = self._client.request("POST", self._path(f"/tools/{name}"), json=body, timeout=timeout,
-                                        headers=self._client._config.result_headers)
+                                        headers=self._client._config.call_headers(idempotency_key))
         return _tool_result(response)
 
     def run_tool_calls(self, tool_calls: Iterable[Any], *, image_message: ImageMessage = "tool",
@@ -138,7 +140,8 @@ class Session(_SessionHandle):
     def act(self, text: str, *, format: str = "auto", timeout: float | None = None) -> ActResponse:
         """Find the tool calls in raw model output, run them, and get the observation to append."""
         response = self._client.request("POST", self._path("/act"), json={"text": text, "format": format},
-                                        timeout=timeout)
+                                        timeout=timeout,
+                                        headers=self._client._config.call_headers(None, results=False))
         return ActResponse.model_validate_json(response.content)
 
     def add_images(self, images: Sequence[ImageLike] | Mapping[str, ImageLike]) -> list[ImageInfo]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolserver.core.calls import ToolCalls
+from toolserver.core.calls import IdempotencyKey, ToolCalls
 from toolserver.core.results import failure
 from toolserver.formats import get_format
 from toolserver.formats.base import NO_TOOL_CALL, Parsed
@@ -13,8 +13,10 @@ from toolserver.models import ActResponse, ResultImage, ToolResult
 from toolserver.profiles import get_profile
 
 
-async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "") -> ActResponse:
-    """Find the tool calls in raw model output, run them, and render the observation."""
+async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "",
+              idempotency_key: str | None = None) -> ActResponse:
+    """Find the tool calls in raw model output, run them, and render the observation. With `idempotency_key`,
+    the turn's i-th call is keyed `act:<key>#<i>`: a retried turn runs none of its calls twice."""
     session = await calls.services.store.get(session_id)
     call_format = get_profile(session.settings.profile).format if fmt == "auto" else get_format(fmt)
     parsed = call_format.read(text)
@@ -23,9 +25,11 @@ async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *
     results: list[ToolResult] = []
     if not turn.errors_last:
         _add_parser_results(parsed, records, results)
-    for call in parsed.calls:
+    for i, call in enumerate(parsed.calls):
         records.append({"name": call.name, "arguments": call.arguments, "error": None})
-        results.append(await calls.call_tool(session_id, call.name, call.arguments, base_url=base_url))
+        key = IdempotencyKey(f"act:{idempotency_key}#{i}") if idempotency_key else None
+        results.append(await calls.call_tool(session_id, call.name, call.arguments, base_url=base_url,
+                                             idempotency_key=key))
         if turn.stop_at_failure and not results[-1].ok:
             break
     if turn.errors_last and all(r.ok for r in results):  # a broken call is reached after those before it

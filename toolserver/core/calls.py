@@ -3,9 +3,11 @@ work pool under a deadline, delivered, and written to the session's call log."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -17,9 +19,9 @@ from toolserver.arguments import read_arguments
 from toolserver.core.delivery import Delivery
 from toolserver.core.results import failure, format_validation_error
 from toolserver.core.wiring import Services
-from toolserver.errors import ToolFailure
+from toolserver.errors import Conflict, SessionGone, TooLarge, ToolFailure
 from toolserver.imaging import decode_image
-from toolserver.memorymap import ImageEntry, SessionMap
+from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.messages import tool_messages
 from toolserver.models import OpenAIToolCall, ToolCallsResponse, ToolResult
 from toolserver.profiles import get_profile
@@ -29,6 +31,24 @@ MAX_RECORD_CHARS = 64_000  # one call record; longer arguments are kept as the s
 MAX_RECORD_TEXT = 20_000
 
 
+@dataclass(frozen=True)
+class IdempotencyKey:
+    """Names one call, so that a retry returns the recorded result instead of running the tool again.
+    `strict`: reusing the key for another tool or other arguments is refused (409), as for a client's own key;
+    otherwise (a tool-call id) it is taken as a new call."""
+
+    value: str
+    strict: bool = True
+
+
+@dataclass
+class _Ran:
+    result: ToolResult
+    entries: list[ImageEntry] = field(default_factory=list)
+    blobs: list[bytes | None] = field(default_factory=list)
+    counted: bool = True
+
+
 class ToolCalls:
     def __init__(self, services: Services, delivery: Delivery):
         self.services = services
@@ -36,14 +56,24 @@ class ToolCalls:
         self.delivery = delivery
 
     async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
-                        *, base_url: str = "", binary: bool = False) -> ToolResult:
+                        *, base_url: str = "", binary: bool = False,
+                        idempotency_key: IdempotencyKey | None = None) -> ToolResult:
         """One call. `binary`: inline images come back as bytes, not base64 (for a msgpack answer)."""
         store, metrics = self.services.store, self.services.metrics
         async with store.exclusive(session_id) as session:
+            fingerprint = call_fingerprint(name, arguments) if idempotency_key else ""
+            if idempotency_key is not None:
+                recorded = await store.recorded_outcome(session, idempotency_key.value)
+                if recorded is not None and recorded.fingerprint == fingerprint:
+                    metrics.tool_replays.inc()
+                    return await self.delivery.replay(session, recorded, binary)
+                if recorded is not None and idempotency_key.strict:
+                    raise Conflict(f"idempotency key {idempotency_key.value!r} was used for another call in this "
+                                   "session", code="idempotency_key_reused")
             started, started_at = time.perf_counter(), time.time()
-            result = await self._call_locked(session, name, arguments, base_url, binary)
-            await store.log_call(session, call_record(name, arguments, result, started_at,
-                                                      time.perf_counter() - started))
+            ran = await self._call_locked(session, name, arguments, base_url, binary)
+            result = await self._commit(session, name, arguments, ran, started, started_at,
+                                        idempotency_key, fingerprint)
             outcome = "ok" if result.ok else "error"
             metrics.tool_calls.labels(result.tool, outcome).inc()
             if result.error:
@@ -51,36 +81,55 @@ class ToolCalls:
             metrics.tool_latency.labels(result.tool).observe(time.perf_counter() - started)
             return result
 
+    async def _commit(self, session: SessionMap, name: str, arguments: Any, ran: _Ran, started: float,
+                      started_at: float, key: IdempotencyKey | None, fingerprint: str) -> ToolResult:
+        """The call's effect written at once; a call whose images no longer fit is committed as that failure."""
+        for attempt in range(2):
+            record = call_record(name, arguments, ran.result, started_at, time.perf_counter() - started)
+            outcome = None if key is None else RecordedOutcome(key.value, fingerprint, outcome_json(ran.result))
+            try:
+                await self.services.store.commit_call(session, CallCommit(ran.entries, ran.blobs, ran.counted,
+                                                                          record, outcome))
+                return ran.result
+            except TooLarge as exc:
+                if attempt:
+                    raise
+                ran = _Ran(failure(name, f"Error: {exc.message}", "session_full"), counted=ran.counted)
+            except SessionGone:
+                return failure(name, "Error: the session ended while the tool ran.", "session_gone")
+        raise AssertionError("unreachable")
+
     async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
                                  image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:
-        """Run OpenAI `tool_calls` in order; returns the messages to append and the raw results."""
+        """Run OpenAI `tool_calls` in order; returns the messages to append and the raw results. Each call's id
+        is its idempotency key: a retried request returns what the calls it already ran returned."""
         results = []
         for call in tool_calls:
             results.append(await self.call_tool(session_id, call.function.name, call.function.arguments,
-                                                base_url=base_url))
+                                                base_url=base_url,
+                                                idempotency_key=IdempotencyKey(f"tool_call:{call.id}", strict=False)))
         messages = tool_messages([c.id for c in tool_calls], results, image_message)
         return ToolCallsResponse(messages=messages, results=results)
 
     async def _call_locked(self, session: SessionMap, name: str, arguments: Any, base_url: str,
-                           binary: bool = False) -> ToolResult:
+                           binary: bool = False) -> _Ran:
         store, s = self.services.store, self.settings
         profile = get_profile(session.settings.profile)
         tool = profile.tool(name)
         if tool is None:
-            return failure(name, profile.unknown_tool_text(name), "unknown_tool")
+            return _Ran(failure(name, profile.unknown_tool_text(name), "unknown_tool"), counted=False)
         limit = session.settings.max_tool_calls
         if limit is None:
             limit = profile.max_tool_calls
         if limit is not None and session.tool_calls >= limit:
-            return failure(name, profile.limit_message.format(limit=limit), "call_limit")
-        await store.count_call(session)
+            return _Ran(failure(name, profile.limit_message.format(limit=limit), "call_limit"), counted=False)
         try:  # the way the profile's system reads arguments, at every entry point
             arguments = read_arguments(profile.arguments, name, arguments, tool.validation_schema)
         except ToolFailure as exc:
-            return failure(name, exc.text, exc.code)
+            return _Ran(failure(name, exc.text, exc.code))
         args = _parse_args(tool, arguments)
         if isinstance(args, ToolResult):
-            return args
+            return _Ran(args)
         ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
                              sr_max_output_pixels=s.sr_max_output_pixels,
                              deadline=time.monotonic() + s.tool_timeout_s, cached_view=store.view_lookup(session))
@@ -91,14 +140,13 @@ class ToolCalls:
                 store.stores_encoded, binary, timeout=s.tool_timeout_s, lane=tool.lane,
             )
         except TimeoutError:
-            return failure(name, f"Error: {name} did not finish within {s.tool_timeout_s:g} s.", "timeout")
+            return _Ran(failure(name, f"Error: {name} did not finish within {s.tool_timeout_s:g} s.", "timeout"))
         if ctx.new_views:
             await store.keep_views(session, ctx.new_views)
             if not profile.reads_originals and not store.stores_encoded:
                 drop_originals(ctx.new_views, str(profile.alpha))
-        if not await store.is_live(session):
-            return failure(name, "Error: the session ended while the tool ran.", "session_gone")
-        return await self.delivery.register_output(session, name, output, delivered, stored, base_url)
+        result, entries = self.delivery.build_output(session, name, output, delivered, base_url)
+        return _Ran(result, entries, stored)
 
 
 def drop_originals(views: Sequence[tuple[ImageEntry, str, Image.Image]], alpha: str) -> None:
@@ -125,6 +173,19 @@ def _parse_args(tool: Tool, arguments: dict[str, Any]) -> BaseModel | dict | Too
         return tool.Args.model_validate(arguments)
     except ValidationError as exc:
         return failure(tool.name, format_validation_error(tool.name, exc), "invalid_arguments")
+
+
+def call_fingerprint(name: str, arguments: Any) -> str:
+    """What an idempotency key is checked against: the tool and its arguments (as sent)."""
+    body = arguments if isinstance(arguments, str) else _record_json(arguments)
+    return hashlib.sha256(f"{name}\n{body}".encode()).hexdigest()
+
+
+def outcome_json(result: ToolResult) -> dict[str, Any]:
+    """A result as recorded for a replay: JSON, without inline image bytes (read back from the session then)."""
+    recorded = result.model_dump(mode="json", exclude={"images": {"__all__": {"data"}}})
+    recorded["inline"] = [image.data is not None for image in result.images]
+    return recorded
 
 
 def call_record(name: str, arguments: Any, result: ToolResult, started_at: float, seconds: float) -> str:

@@ -2,15 +2,18 @@
 as the session's next observations, and read back later (bytes, thumbnails).
 
 `run_and_encode` runs in a worker thread, so encoding never blocks the event loop; registration happens on the
-loop afterwards, so a call that timed out or whose session ended changes nothing.
+loop afterwards (the store commits a call's images with the rest of its effect), so a call that timed out or
+whose session ended changes nothing. A call replayed for its idempotency key gets the same bytes again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -20,16 +23,16 @@ from typing import Any
 import pybase64
 from PIL import Image
 
-from toolserver.core.results import failure
 from toolserver.core.wiring import Services
-from toolserver.errors import BadRequest, NotFound, TooLarge, ToolFailure
+from toolserver.errors import BadRequest, InsufficientStorage, NotFound, ToolFailure
 from toolserver.imaging import OUTPUT_FORMATS, encode_image
-from toolserver.memorymap import ImageEntry, SessionMap, compute_view
+from toolserver.memorymap import ImageEntry, RecordedOutcome, SessionMap, compute_view
 from toolserver.models import ErrorInfo, ResultImage, ToolResult
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")  # secrets.token_urlsafe(24), the stores' session ids
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+_FORMAT_OF = {mime: fmt for fmt, mime in OUTPUT_FORMATS.items()}
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class Delivery:
     def __init__(self, services: Services):
         self.services = services
         self.settings = services.settings
+        # Bytes of delivered files in the output directory (session folders only): measured at the first write
+        # and at each sweep, counted in between. Another replica sharing the directory is seen at the sweep.
+        self._output_bytes: int | None = None
+        self._output_lock = threading.Lock()
 
     def encode(self, img: Image.Image | ImageEntry, fmt: str) -> bytes:
         """Encode for output (in a worker thread: an entry's pixels may first have to be loaded)."""
@@ -90,7 +97,7 @@ class Delivery:
         """The files `path` delivery wrote for a session, removed with it."""
         directory = self.settings.resolved_output_dir().resolve() / session_id
         if _SESSION_ID.match(session_id) and directory.is_dir():
-            await asyncio.to_thread(shutil.rmtree, directory, True)
+            await asyncio.to_thread(self._remove_folder, directory)
 
     async def sweep_outputs(self, min_age_s: float = 60.0) -> int:
         """Output folders of sessions that ended without a release (expired, evicted, another replica's
@@ -103,12 +110,31 @@ class Delivery:
         for directory in await asyncio.to_thread(lambda: [d for d in root.iterdir() if d.is_dir()]):
             if (_SESSION_ID.match(directory.name) and now - directory.stat().st_mtime >= min_age_s
                     and not await self.services.store.holds(directory.name)):
-                await asyncio.to_thread(shutil.rmtree, directory, True)
+                await asyncio.to_thread(self._remove_folder, directory)
                 removed += 1
+        measured = await asyncio.to_thread(_output_bytes, root)
+        with self._output_lock:
+            self._output_bytes = measured
         return removed
 
+    def _remove_folder(self, directory: Path) -> None:
+        freed = _folder_bytes(directory)
+        shutil.rmtree(directory, True)
+        with self._output_lock:
+            if self._output_bytes is not None:
+                self._output_bytes = max(0, self._output_bytes - freed)
+
     def _write_output(self, session_id: str, key: str, mime: str, data: bytes) -> Path:
-        directory = self.settings.resolved_output_dir().resolve() / session_id
+        root = self.settings.resolved_output_dir().resolve()
+        with self._output_lock:
+            if self._output_bytes is None:
+                self._output_bytes = _output_bytes(root)
+            if self._output_bytes + len(data) > self.settings.output_dir_max_bytes:
+                raise InsufficientStorage(
+                    f"the output directory holds {self._output_bytes} bytes of delivered files, at its bound of "
+                    f"{self.settings.output_dir_max_bytes}; release sessions, or use inline or ref delivery")
+            self._output_bytes += len(data)
+        directory = root / session_id
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{key}.{_EXTENSIONS.get(mime, 'bin')}"
         tmp = path.with_suffix(path.suffix + ".tmp")
@@ -116,29 +142,29 @@ class Delivery:
         tmp.replace(path)
         return path
 
-    async def register_output(self, session: SessionMap, name: str, output: ToolOutput,
-                              delivered: list[Delivered], stored: list[bytes | None], base_url: str) -> ToolResult:
+    def build_output(self, session: SessionMap, name: str, output: ToolOutput, delivered: list[Delivered],
+                     base_url: str) -> tuple[ToolResult, list[ImageEntry]]:
+        """The call's result and the entries its images will be registered as (the store commits them)."""
         new_entries = []
         lazy = not self.services.store.stores_encoded
         for offset, (img, source) in enumerate(output.returned()):
             view, view_error = compute_view(session.view_rule, img.size)
-            encoded = output.encoded_form(offset) if source is None and lazy else None
+            encoded = output.encoded_form(offset) if source is None else None
             # A result defined by its encoded bytes (Pixel-Reasoner's JPEG) is held as those bytes, a tenth of
             # its pixels, and decoded again only if a later call reads it: decoding them gives the same pixels.
-            new_entries.append(ImageEntry(
+            entry = ImageEntry(
                 key=session.observation_key(offset), index=-1, origin=f"tool:{name}",
-                pixels=img if encoded is None else None, size=img.size,
-                load_pixels=None if encoded is None else partial(_decode_exact, encoded[0]),
+                pixels=img if encoded is None or not lazy else None, size=img.size,
+                load_pixels=None if encoded is None or not lazy else partial(_decode_exact, encoded[0]),
                 view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
-            ))
-        try:
-            await self.services.store.add_images(session, new_entries, stored, observations=len(new_entries))
-        except TooLarge as exc:
-            return failure(name, f"Error: {exc.message}", "session_full")
+            )
+            if encoded is not None:
+                entry.delivered = (_FORMAT_OF[encoded[1]], encoded[0])
+            new_entries.append(entry)
         images = []
         fmt = session.settings.output.format
         for i, entry in enumerate(new_entries):
-            out = ResultImage(key=entry.key, index=entry.index, width=entry.size[0], height=entry.size[1],
+            out = ResultImage(key=entry.key, index=len(session.images) + i, width=entry.size[0], height=entry.size[1],
                               mime=OUTPUT_FORMATS[fmt])
             if i < len(delivered):
                 out.mime = delivered[i].mime
@@ -148,7 +174,33 @@ class Delivery:
                 out.url = f"{base_url}/v1/sessions/{session.id}/images/{entry.key}"
             images.append(out)
         error = None if output.ok else ErrorInfo(code=output.error_code or "tool_error", message=output.text)
-        return ToolResult(ok=output.ok, tool=name, text=output.text, images=images, error=error, meta=output.meta)
+        return ToolResult(ok=output.ok, tool=name, text=output.text, images=images, error=error,
+                          meta=output.meta), new_entries
+
+    async def replay(self, session: SessionMap, recorded: RecordedOutcome, binary: bool) -> ToolResult:
+        """A recorded outcome answered again: its inline images read back from the session, byte for byte."""
+        fields = dict(recorded.result)
+        inline = fields.pop("inline", [])
+        result = ToolResult.model_validate(fields)
+        for image, was_inline in zip(result.images, inline, strict=False):
+            if was_inline:
+                data = await self._delivered_bytes(session, image.key, image.mime)
+                image.data = data if binary else pybase64.b64encode_as_string(data)
+        return result
+
+    async def _delivered_bytes(self, session: SessionMap, key: str, mime: str) -> bytes:
+        """The bytes an image was delivered as: an input returned again as uploaded, the system's own encoding,
+        else the session's format (encoding is deterministic: the same pixels give the same bytes)."""
+        store = self.services.store
+        entry = image_by_ref(session, key)
+        source = session.by_key.get(entry.alias_of) if entry.alias_of else None
+        if source is not None and source.is_input and source.source_mime == mime:
+            return await store.read_source(session, source)
+        fmt = _FORMAT_OF[mime]
+        data = await store.cached_encoding(session, entry, fmt)
+        if data is None:
+            data = await self.services.pool.run(self.encode, entry, fmt)
+        return data
 
     async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]:
         """An image's bytes: inputs as uploaded, tool images in the session's output format."""
@@ -189,6 +241,21 @@ def _thumbnail(entry: ImageEntry, max_side: int, quality: int) -> bytes:
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
         image = image.resize(size, Image.Resampling.BICUBIC, reducing_gap=3.0)
     return encode_image(image, "jpeg", jpeg_quality=quality)
+
+
+def _folder_bytes(directory: Path) -> int:
+    total = 0
+    for file in directory.iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a file replaced or removed meanwhile
+            total += file.stat().st_size
+    return total
+
+
+def _output_bytes(root: Path) -> int:
+    """Bytes of the session folders' files under the output directory (the trainer's own files not counted)."""
+    if not root.is_dir():
+        return 0
+    return sum(_folder_bytes(d) for d in root.iterdir() if d.is_dir() and _SESSION_ID.match(d.name))
 
 
 def _decode_exact(data: bytes) -> Image.Image:

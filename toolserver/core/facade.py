@@ -17,7 +17,7 @@ from typing import Any
 
 from toolserver.config import Settings
 from toolserver.core.act import act, carry_images_once
-from toolserver.core.calls import ToolCalls
+from toolserver.core.calls import IdempotencyKey, ToolCalls
 from toolserver.core.delivery import Delivery
 from toolserver.core.documents import Documents
 from toolserver.core.inspection import Inspection
@@ -137,15 +137,21 @@ class Core:
         return self.services.capability_phrases()
 
     async def call_tool(self, session_id: str, name: str, arguments: dict[str, Any] | str | None,
-                        *, base_url: str = "", binary: bool = False) -> ToolResult:
-        return await self._calls.call_tool(session_id, name, arguments, base_url=base_url, binary=binary)
+                        *, base_url: str = "", binary: bool = False,
+                        idempotency_key: str | None = None) -> ToolResult:
+        """One call. With `idempotency_key`, a retry returns the recorded result instead of running again."""
+        key = IdempotencyKey(idempotency_key) if idempotency_key else None
+        return await self._calls.call_tool(session_id, name, arguments, base_url=base_url, binary=binary,
+                                           idempotency_key=key)
 
     async def execute_tool_calls(self, session_id: str, tool_calls: Sequence[OpenAIToolCall],
                                  image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:
         return await self._calls.execute_tool_calls(session_id, tool_calls, image_message, base_url=base_url)
 
-    async def act(self, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "") -> ActResponse:
-        return carry_images_once(await act(self._calls, session_id, text, fmt, base_url=base_url))
+    async def act(self, session_id: str, text: str, fmt: str = "auto", *, base_url: str = "",
+                  idempotency_key: str | None = None) -> ActResponse:
+        return carry_images_once(await act(self._calls, session_id, text, fmt, base_url=base_url,
+                                           idempotency_key=idempotency_key))
 
     async def validate(self, items: Sequence[ValidateItem]) -> ValidateResponse:
         """Batch validation without a session (rewards): results in order, one error per bad item."""

@@ -149,6 +149,7 @@ class _Instance:
         self.images, self.texts = images, texts
         self.session: AsyncSession | None = None
         self.reward = 0.0
+        self.calls = 0
 
 
 class _Shared:
@@ -253,8 +254,12 @@ class ToolServerTool(BaseTool):
             instance = self._instances[instance_id]
         agent_data = kwargs.get("agent_data")
         session = await self._session(instance, agent_data)
+        # The call's idempotency key is its tool instance (verl makes one per call) and its number there: the
+        # client's retries reuse it, so a call the server committed is never run twice.
+        instance.calls += 1
+        key = f"verl:{instance_id}:{instance.calls}"
         try:
-            result = await session.call(self.tool_name, parameters or {})
+            result = await session.call(self.tool_name, parameters or {}, idempotency_key=key)
         except SessionNotFound:
             # Expired between calls: start again with the same inputs (earlier tool outputs are gone).
             request_id = getattr(agent_data, "request_id", None)
@@ -262,7 +267,7 @@ class ToolServerTool(BaseTool):
                 self._shared.forget(str(request_id))
             instance.session = None
             session = await self._session(instance, agent_data)
-            result = await session.call(self.tool_name, parameters or {})
+            result = await session.call(self.tool_name, parameters or {}, idempotency_key=key)
         reward = 0.0 if result.ok else self.settings.invalid_call_reward
         instance.reward += reward
         metrics: dict[str, Any] = {"ok": result.ok, "session_id": session.id}

@@ -14,8 +14,8 @@ def build_store(s: Settings) -> SessionStore:
     if s.session_store == "redis":
         from toolserver.stores.redis import RedisStore
 
-        # The lock outlives the longest tool call, so an expiry means a stuck holder, not a slow one.
+        # A call waits for a busy session as long as the longest tool call may hold it.
         return RedisStore(s.redis_url, session_max_bytes=s.session_max_bytes, decoded_cache_bytes=s.decoded_cache_bytes,
-                          lock_timeout_s=s.tool_timeout_s + 30, timeout_s=s.redis_timeout_s, prefix=s.redis_prefix,
-                          retry_after_s=s.retry_after_s)
+                          lock_timeout_s=s.tool_timeout_s + 30, lock_lease_s=s.lock_lease_s,
+                          timeout_s=s.redis_timeout_s, prefix=s.redis_prefix, retry_after_s=s.retry_after_s)
     return MemoryStore(session_max_bytes=s.session_max_bytes, total_max_bytes=s.total_max_bytes)

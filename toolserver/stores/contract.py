@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from toolserver.memorymap import ImageEntry, SessionMap
+from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
 
 CALL_LOG_LIMIT = 1000  # call records a session keeps (its latest)
@@ -75,8 +75,17 @@ class SessionStore(ABC):
     async def add_texts(self, session: SessionMap, texts: list[tuple[str, str]]) -> None: ...
 
     @abstractmethod
-    async def count_call(self, session: SessionMap) -> None:
-        """One more tool call in this session (counted before the call runs, as the limits need)."""
+    async def commit_call(self, session: SessionMap, commit: CallCommit) -> None:
+        """A tool call's whole effect, all or nothing: its images, its count, its log record, its outcome (the
+        latest OUTCOMES_KEPT are kept). `session` is updated to match. Raises SessionGone when the session ended,
+        TooLarge when the images do not fit (nothing written); a shared store raises Unavailable with code
+        `outcome_unknown` when it cannot tell whether the write happened, and `session_lock_lost` when the call's
+        lock lapsed (nothing written). The log record never fails a call: one the budget cannot hold is dropped
+        and counted."""
+
+    @abstractmethod
+    async def recorded_outcome(self, session: SessionMap, key: str) -> RecordedOutcome | None:
+        """The outcome committed under idempotency key `key`, if the session still keeps it."""
 
     @abstractmethod
     async def keep_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str, data: bytes) -> None:
@@ -84,11 +93,6 @@ class SessionStore(ABC):
 
     @abstractmethod
     async def cached_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str) -> bytes | None: ...
-
-    @abstractmethod
-    async def log_call(self, session: SessionMap, record: str) -> None:
-        """Append a call record (JSON) to the session's log: the last CALL_LOG_LIMIT are kept, counted in the
-        byte budget; older ones, and one the budget cannot hold, are dropped and counted. Never fails a call."""
 
     @abstractmethod
     async def call_log(self, session: SessionMap) -> tuple[list[str], int]:
@@ -109,9 +113,6 @@ class SessionStore(ABC):
     @abstractmethod
     async def read_source(self, session: SessionMap, entry: ImageEntry) -> bytes:
         """An input image's bytes as uploaded."""
-
-    @abstractmethod
-    async def is_live(self, session: SessionMap) -> bool: ...
 
     async def check(self) -> str | None:
         """None when the store can serve, else why not (for /readyz)."""

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from PIL import Image
 
 from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge
-from toolserver.memorymap import ImageEntry, SessionMap, image_nbytes
+from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap, image_nbytes
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
@@ -85,9 +85,6 @@ class MemoryStore(SessionStore):
         # Additions run on the event loop between awaits: they need no lock, and must not wait for a tool.
         yield self._get(session_id)
 
-    async def is_live(self, session: SessionMap) -> bool:
-        return self._sessions.get(session.id) is session
-
     async def release(self, session_id: str) -> None:
         self._drop(self._get(session_id), None)
 
@@ -116,17 +113,26 @@ class MemoryStore(SessionStore):
             stored[key] = text
             session.text_lengths[key] = len(text)
 
-    async def count_call(self, session: SessionMap) -> None:
-        session.tool_calls += 1
-
     async def keep_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str, data: bytes) -> None:
         if session.by_key.get(entry.key) is entry and self._fits(session, len(data)):  # still held, room left
             self._add_bytes(session, len(data), cache=True)
             entry.encoded[fmt] = data
 
-    async def log_call(self, session: SessionMap, record: str) -> None:
+    async def commit_call(self, session: SessionMap, commit: CallCommit) -> None:
         if self._sessions.get(session.id) is not session:
-            return
+            raise SessionGone(f"session {session.id} ended while the call ran")
+        if commit.entries:  # all or nothing: a budget refusal raises before anything changes
+            await self.add_images(session, commit.entries, observations=len(commit.entries))
+        if commit.counted:
+            session.tool_calls += 1
+        self._log(session, commit.record)
+        if commit.outcome is not None:
+            session.outcomes.append(commit.outcome)
+
+    async def recorded_outcome(self, session: SessionMap, key: str) -> RecordedOutcome | None:
+        return next((o for o in reversed(session.outcomes) if o.key == key), None)
+
+    def _log(self, session: SessionMap, record: str) -> None:
         while len(session.calls) >= CALL_LOG_LIMIT:
             self._add_bytes(session, -len(session.calls.popleft()))
             session.calls_dropped += 1
@@ -159,6 +165,8 @@ class MemoryStore(SessionStore):
                 entry.views[rule] = image
 
     async def cached_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str) -> bytes | None:
+        if entry.delivered is not None and entry.delivered[0] == fmt:
+            return entry.delivered[1]
         return entry.encoded.get(fmt)
 
     async def read_source(self, session: SessionMap, entry: ImageEntry) -> bytes:

@@ -9,7 +9,9 @@ on one slot), all expiring together after the session's idle TTL:
              so later crops see exactly the same pixels); `<key>.<fmt>` holds other encodings served
     texts    hash: text key → text;  textlen  hash: text key → length in characters
     gone     string: why the session is gone, kept a day past its expiry to answer 410 instead of 404
-    lock     redis-py's lock: one tool call or addition at a time per session, across replicas
+    calls    list: the call log (JSON records);  outcomes  list: the latest calls' outcomes, by idempotency key
+    lock     a short lease, renewed while held: one tool call or addition at a time per session, across
+             replicas; its token fences each call's commit (`redis_lock`)
 
 Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated
 calls on one image decode it once per replica. Every write is a Lua script that first checks the
@@ -35,21 +37,20 @@ import redis
 import redis.asyncio as aredis
 from PIL import Image
 from redis.backoff import NoBackoff
-from redis.exceptions import LockError
 from redis.retry import Retry
 
 from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unavailable
 from toolserver.imaging import decode_image
-from toolserver.memorymap import ImageEntry, SessionMap
+from toolserver.memorymap import OUTCOMES_KEPT, CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
+from toolserver.stores.redis_lock import SessionLocks
 from toolserver.stores.redis_parts import (
     SCRIPT_ADD_IMAGES,
     SCRIPT_ADD_TEXTS,
-    SCRIPT_COUNT_CALL,
+    SCRIPT_COMMIT_CALL,
     SCRIPT_KEEP_ENCODING,
-    SCRIPT_LOG_CALL,
     SCRIPT_TOUCH,
     DecodedCache,
     RemoteTexts,
@@ -72,7 +73,7 @@ class RedisStore(SessionStore):
     stores_encoded = True
 
     def __init__(self, url: str, *, session_max_bytes: int, decoded_cache_bytes: int, lock_timeout_s: float,
-                 timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1):
+                 lock_lease_s: float = 3.0, timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1):
         options: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
                                    "retry": Retry(NoBackoff(), 1), "health_check_interval": 30}
         self.url = url
@@ -80,22 +81,22 @@ class RedisStore(SessionStore):
         self._sync = redis.Redis.from_url(url, **options)  # for the tool threads' image loads
         self.session_max_bytes = session_max_bytes
         self.cache = DecodedCache(decoded_cache_bytes)
-        self.lock_timeout_s = lock_timeout_s
+        self.locks = SessionLocks(self.redis, lease_s=lock_lease_s, wait_s=lock_timeout_s)
         self.prefix = prefix
         self.retry_after_s = retry_after_s
         self._touch = self.redis.register_script(SCRIPT_TOUCH)
         self._add_images = self.redis.register_script(SCRIPT_ADD_IMAGES)
         self._add_texts = self.redis.register_script(SCRIPT_ADD_TEXTS)
         self._keep = self.redis.register_script(SCRIPT_KEEP_ENCODING)
-        self._count = self.redis.register_script(SCRIPT_COUNT_CALL)
-        self._log_call = self.redis.register_script(SCRIPT_LOG_CALL)
+        self._commit = self.redis.register_script(SCRIPT_COMMIT_CALL)
 
     # -- keys -----------------------------------------------------------------------------------
     def _key(self, session_id: str, part: str) -> str:
         return f"{self.prefix}:{{{session_id}}}:{part}"
 
     def _keys(self, session_id: str) -> list[str]:
-        return [self._key(session_id, p) for p in ("meta", "images", "blobs", "texts", "textlen", "gone", "calls")]
+        return [self._key(session_id, p)
+                for p in ("meta", "images", "blobs", "texts", "textlen", "gone", "calls", "outcomes")]
 
     # -- errors ---------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -177,24 +178,14 @@ class RedisStore(SessionStore):
 
     @asynccontextmanager
     async def exclusive(self, session_id: str) -> AsyncIterator[SessionMap]:
-        lock = self.redis.lock(self._key(session_id, "lock"), timeout=self.lock_timeout_s, sleep=0.005,
-                               blocking_timeout=self.lock_timeout_s)
         with self._guard():
-            acquired = await lock.acquire()
-        if not acquired:
-            raise Unavailable("another call of this session holds it too long; retry shortly",
-                              retry_after_s=self.retry_after_s, code="session_busy")
-        try:
-            yield await self.get(session_id)  # the state as the previous holder left it
-        finally:
-            try:
-                with self._guard():
-                    await lock.release()
-            except LockError:  # held past its timeout: another holder may have run meanwhile
-                log.warning("session lock expired before release (a call ran longer than %.0f s)",
-                            self.lock_timeout_s)
-            except Unavailable:
-                pass  # the lock expires by itself
+            async with self.locks.hold(self._key(session_id, "lock"), session_id) as token:
+                if token is None:
+                    raise Unavailable("another call of this session holds it too long; retry shortly",
+                                      retry_after_s=self.retry_after_s, code="session_busy")
+                session = await self.get(session_id)  # the state as the previous holder left it
+                session.fence = token
+                yield session
 
     def mutating(self, session_id: str) -> contextlib.AbstractAsyncContextManager[SessionMap]:
         return self.exclusive(session_id)  # image and text keys are assigned from the current state
@@ -211,9 +202,6 @@ class RedisStore(SessionStore):
             await self.redis.delete(*keys)  # the tombstone too: a released session is unknown (404)
         self.cache.drop_session(session_id)
 
-    async def is_live(self, session: SessionMap) -> bool:
-        return await self.holds(session.id)
-
     async def holds(self, session_id: str) -> bool:
         with self._guard():
             return bool(await self.redis.exists(self._key(session_id, "meta")))
@@ -221,6 +209,17 @@ class RedisStore(SessionStore):
     # -- additions ------------------------------------------------------------------------------
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
                          blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+        records, pairs, nbytes = self._image_records(session, entries, blobs)
+        keys = self._keys(session.id)[:3]
+        with self._guard():
+            args: list[Any] = [self.session_max_bytes, nbytes, observations, len(records), *records, *pairs]
+            first, held = await self._add_images(keys=keys, args=args)
+        self._check_write(session, first, held, nbytes)
+        self._added(session, entries, held, observations)
+
+    def _image_records(self, session: SessionMap, entries: list[ImageEntry],
+                       blobs: Sequence[bytes | None]) -> tuple[list[str], list[Any], int]:
+        """The image records, blob field/value pairs and their bytes that adding `entries` writes."""
         taken = set(session.by_key)
         records, pairs, nbytes = [], [], 0
         for i, entry in enumerate(entries):
@@ -238,16 +237,17 @@ class RedisStore(SessionStore):
                 entry.blob_format = "source" if entry.is_input else "png"
                 pairs += [entry.key, data]
                 nbytes += len(data)
+            if entry.delivered is not None:  # the system's own bytes, for a replay or a fetch in that format
+                pairs += [f"{entry.blob_key}.{entry.delivered[0]}", entry.delivered[1]]
+                nbytes += len(entry.delivered[1])
             records.append(json.dumps({
                 "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1],
                 "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
                 "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
             }))
-        keys = self._keys(session.id)[:3]
-        with self._guard():
-            args: list[Any] = [self.session_max_bytes, nbytes, observations, len(records), *records, *pairs]
-            first, held = await self._add_images(keys=keys, args=args)
-        self._check_write(session, first, held, nbytes)
+        return records, pairs, nbytes
+
+    def _added(self, session: SessionMap, entries: list[ImageEntry], held: int, observations: int) -> None:
         for entry in entries:
             session.append_image(entry)
             if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
@@ -275,19 +275,40 @@ class RedisStore(SessionStore):
             raise TooLarge(f"session would hold {held + nbytes} bytes, over its {self.session_max_bytes}-byte "
                            "budget; release images or start a new session")
 
-    async def count_call(self, session: SessionMap) -> None:
-        with self._guard():
-            calls = await self._count(keys=[self._key(session.id, "meta")])
-        if calls == -1:
-            raise SessionGone(f"session {session.id} has ended; create a new session")
+    # -- tool calls -----------------------------------------------------------------------------
+    async def commit_call(self, session: SessionMap, commit: CallCommit) -> None:
+        records, pairs, nbytes = self._image_records(session, commit.entries, commit.blobs)
+        outcome = "" if commit.outcome is None else json.dumps(
+            {"k": commit.outcome.key, "f": commit.outcome.fingerprint, "r": commit.outcome.result})
+        keys = [*self._keys(session.id)[:3], *(self._key(session.id, p) for p in ("calls", "outcomes", "lock"))]
+        args: list[Any] = [self.session_max_bytes, nbytes, len(records), int(commit.counted), session.fence or "",
+                           CALL_LOG_LIMIT, commit.record, outcome, OUTCOMES_KEPT, *records, *pairs]
+        try:
+            first, held, calls = await self._commit(keys=keys, args=args)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # Sent, perhaps run: only a retry with the same idempotency key can tell (the fence keeps a late
+            # write from landing once the retry holds the lock).
+            log.warning("session %s: a call's commit is unconfirmed (%s)", session.id, type(exc).__name__)
+            raise Unavailable("the session store did not confirm this call's result; retry it with the same "
+                              "idempotency key to get the result it recorded, if any",
+                              retry_after_s=self.retry_after_s, code="outcome_unknown") from None
+        if first == -3:
+            raise Unavailable("this call's hold on its session lapsed during a session-store stall, so nothing was "
+                              "recorded; retry", retry_after_s=self.retry_after_s, code="session_lock_lost")
+        self._check_write(session, first, held, nbytes)
+        self._added(session, commit.entries, held, len(commit.entries))
         session.tool_calls = int(calls)
 
-    # -- the call log -------------------------------------------------------------------------------
-    async def log_call(self, session: SessionMap, record: str) -> None:
+    async def recorded_outcome(self, session: SessionMap, key: str) -> RecordedOutcome | None:
         with self._guard():
-            await self._log_call(keys=[self._key(session.id, "meta"), self._key(session.id, "calls")],
-                                 args=[self.session_max_bytes, CALL_LOG_LIMIT, record])
+            found = await self.redis.lrange(self._key(session.id, "outcomes"), 0, -1)
+        for raw in reversed(found):
+            record = json.loads(raw)
+            if record["k"] == key:
+                return RecordedOutcome(record["k"], record["f"], record["r"])
+        return None
 
+    # -- the call log -------------------------------------------------------------------------------
     async def call_log(self, session: SessionMap) -> tuple[list[str], int]:
         with self._guard():
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -377,17 +398,3 @@ def _as_bytes(value: bytes | str) -> bytes:
 
 def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
-    """Block until Redis answers PING (start-up scripts and tests)."""
-    deadline = time.monotonic() + timeout_s
-    with redis.Redis.from_url(url, socket_connect_timeout=0.5) as client:
-        while True:
-            try:
-                client.ping()
-                return
-            except redis.RedisError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)

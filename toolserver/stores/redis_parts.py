@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import redis
 from cachetools import LRUCache
 from PIL import Image
 
@@ -19,7 +20,7 @@ from toolserver.models import SessionSettings
 from toolserver.ownership import may_see
 from toolserver.stores.contract import SessionSummary
 
-# KEYS: meta images blobs texts textlen gone calls. ARGV: tombstone_ms, reason.
+# KEYS: meta images blobs texts textlen gone calls outcomes. ARGV: tombstone_ms, reason.
 # Touch: restart every key's idle timer and return the state; or why the session is gone.
 SCRIPT_TOUCH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -32,12 +33,13 @@ local count = tonumber(redis.call('HGET', KEYS[1], 'count') or '0')
 local ntexts = tonumber(redis.call('HGET', KEYS[1], 'ntexts') or '0')
 if redis.call('LLEN', KEYS[2]) ~= count or (count > 0 and redis.call('EXISTS', KEYS[3]) == 0)
    or (ntexts > 0 and redis.call('EXISTS', KEYS[4]) == 0) then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8])
   redis.call('SET', KEYS[6], ARGV[2], 'PX', tonumber(ARGV[1]))
   return {0, ARGV[2]}
 end
 for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
 redis.call('PEXPIRE', KEYS[7], ttl)
+redis.call('PEXPIRE', KEYS[8], ttl)
 redis.call('SET', KEYS[6], 'expired (idle longer than its ttl)', 'PX', ttl + tonumber(ARGV[1]))
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[5])}
 """
@@ -80,29 +82,53 @@ redis.call('PEXPIRE', KEYS[3], ttl)
 return {0, held + add}
 """
 
-# KEYS: meta calls. ARGV: max_bytes, keep, record. Appends a call record, dropping the oldest beyond `keep`;
-# a record the budget cannot hold is dropped too (the log never fails a call). Both are counted.
-SCRIPT_LOG_CALL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+# KEYS: meta images blobs calls outcomes lock. ARGV: max_bytes, add_bytes, n, counted, fence, log_keep, record,
+# outcome ('' for none), outcomes_keep, then n image records, then blob field/value pairs.
+# A tool call's whole effect at once, and only while the call still holds the session's lock (the fence): its
+# images, its count, its log record (the oldest beyond log_keep dropped, and one the budget cannot hold: the log
+# never fails a call; both counted) and its outcome (the latest outcomes_keep kept). Returns
+# {first image index, bytes held, tool calls}, or {-1} (session gone), {-2, held} (over budget), {-3} (fence).
+SCRIPT_COMMIT_CALL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0} end
+if redis.call('GET', KEYS[6]) ~= ARGV[5] then return {-3, 0, 0} end
+local max = tonumber(ARGV[1])
+local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
+local add = tonumber(ARGV[2])
+if held + add > max then return {-2, held, 0} end
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
+local n = tonumber(ARGV[3])
+local first = redis.call('LLEN', KEYS[2])
+if n > 0 then
+  for i = 1, n do redis.call('RPUSH', KEYS[2], ARGV[9 + i]) end
+  for i = 10 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+  redis.call('HINCRBY', KEYS[1], 'count', n)
+  redis.call('HINCRBY', KEYS[1], 'observations', n)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+end
+held = held + add
+local calls = tonumber(redis.call('HGET', KEYS[1], 'tool_calls') or '0')
+if ARGV[4] == '1' then calls = redis.call('HINCRBY', KEYS[1], 'tool_calls', 1) end
 local dropped = 0
-while redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[2]) do
-  local old = redis.call('LPOP', KEYS[2])
-  redis.call('HINCRBY', KEYS[1], 'nbytes', -string.len(old))
+while redis.call('LLEN', KEYS[4]) >= tonumber(ARGV[6]) do
+  held = held - string.len(redis.call('LPOP', KEYS[4]))
   dropped = dropped + 1
 end
-local held = tonumber(redis.call('HGET', KEYS[1], 'nbytes') or '0')
-local size = string.len(ARGV[3])
-local kept = 0
-if held + size <= tonumber(ARGV[1]) then
-  redis.call('RPUSH', KEYS[2], ARGV[3])
-  redis.call('HINCRBY', KEYS[1], 'nbytes', size)
-  redis.call('PEXPIRE', KEYS[2], tonumber(redis.call('HGET', KEYS[1], 'ttl_ms')))
-  kept = 1
+if held + string.len(ARGV[7]) <= max then
+  redis.call('RPUSH', KEYS[4], ARGV[7])
+  held = held + string.len(ARGV[7])
+  redis.call('PEXPIRE', KEYS[4], ttl)
 else
   dropped = dropped + 1
 end
 if dropped > 0 then redis.call('HINCRBY', KEYS[1], 'calls_dropped', dropped) end
-return kept
+if ARGV[8] ~= '' then
+  redis.call('RPUSH', KEYS[5], ARGV[8])
+  redis.call('LTRIM', KEYS[5], -tonumber(ARGV[9]), -1)
+  redis.call('PEXPIRE', KEYS[5], ttl)
+end
+redis.call('HSET', KEYS[1], 'nbytes', held)
+return {first, held, calls}
 """
 
 # KEYS: meta blobs. ARGV: max_bytes, field, value. Keeps an encoding if the budget allows.
@@ -115,13 +141,6 @@ if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
 end
 return 1
 """
-
-# KEYS: meta. Counts a tool call, only in a session that still exists.
-SCRIPT_COUNT_CALL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-return redis.call('HINCRBY', KEYS[1], 'tool_calls', 1)
-"""
-
 
 class DecodedCache:
     """Decoded images of this replica, least recently used dropped first, bounded by pixel bytes.
@@ -221,3 +240,17 @@ async def scan_sessions(redis: Any, prefix: str, offset: int, limit: int) -> tup
                                                     time.time() - created if created else None)))
     rows.sort(key=lambda row: row[0])
     return [summary for _, summary in rows[offset:offset + limit]], len(rows)
+
+
+def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
+    """Block until Redis answers PING (start-up scripts and tests)."""
+    deadline = time.monotonic() + timeout_s
+    with redis.Redis.from_url(url, socket_connect_timeout=0.5) as client:
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import APIRouter, Body, Header, Request, Response
 
 from toolserver.api.bodies import (
     MSGPACK,
@@ -30,6 +30,13 @@ from toolserver.profiles import PROFILES
 
 router = APIRouter(route_class=BoundedJSONRoute)
 
+IdempotencyHeader = Annotated[str | None, Header(
+    alias="Idempotency-Key", min_length=1, max_length=200, description=(
+        "Names this call (any unique string; the Python client sends a fresh UUID and reuses it on retries). A "
+        "retry with the same key returns the recorded result instead of running the tool again; the session keeps "
+        "the outcomes of its latest 16 calls. The same key with another tool or other arguments: 409 "
+        "`idempotency_key_reused`."))]
+
 
 @router.get("/v1/tools", tags=["tools"], summary="Tools as OpenAI function-calling entries")
 async def list_tools(request: Request, profile: str = "default", strict: bool = False,
@@ -51,10 +58,11 @@ async def list_profiles() -> list[dict[str, Any]]:
                  "JSON; or, with `Accept: application/msgpack`, the same fields as msgpack with each inline image's "
                  "`data` as its bytes (no base64: a quarter fewer bytes, and nothing to decode)")}})
 async def call_tool(session_id: str, name: str, request: Request,
-                    arguments: Annotated[dict[str, Any] | None, Body()] = None) -> Response:
+                    arguments: Annotated[dict[str, Any] | None, Body()] = None,
+                    idempotency_key: IdempotencyHeader = None) -> Response:
     binary = wants_msgpack(request)
     result = await core_of(request).call_tool(session_id, name, arguments or {}, base_url=base_url(request),
-                                              binary=binary)
+                                              binary=binary, idempotency_key=idempotency_key)
     return msgpack_response(result) if binary else json_response(result)
 
 
@@ -68,8 +76,10 @@ async def tool_calls(session_id: str, body: ToolCallsRequest, request: Request) 
 
 @router.post("/v1/sessions/{session_id}/act", response_model=ActResponse, tags=["tools"],
              summary="Parse raw model output, run the tool calls in it, render the observation")
-async def act(session_id: str, body: ActRequest, request: Request) -> Response:
-    return json_response(await core_of(request).act(session_id, body.text, body.format, base_url=base_url(request)))
+async def act(session_id: str, body: ActRequest, request: Request,
+              idempotency_key: IdempotencyHeader = None) -> Response:
+    return json_response(await core_of(request).act(session_id, body.text, body.format, base_url=base_url(request),
+                                                    idempotency_key=idempotency_key))
 
 
 @router.post("/v1/validate", response_model=ValidateResponse, tags=["validation"],

@@ -1,0 +1,174 @@
+"""Exactly-once tool calls: a call carries an idempotency key (`Idempotency-Key`, an OpenAI tool-call id, an
+`/act` turn's key); a retry with the same key returns the recorded result, byte for byte, instead of running the
+tool again. On both stores; the Redis store's fence and its unknown outcomes too."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import httpx
+import pytest
+import redis as redis_lib
+from fastapi.testclient import TestClient
+
+from tests.conftest import b64, gradient, png_bytes
+from tests.test_client import scripted
+from toolserver.api import create_app
+from toolserver.client import Client, ToolServerTimeout
+from toolserver.client.sync import Session
+from toolserver.config import Settings
+from toolserver.core import Core, RawImage
+from toolserver.errors import Unavailable
+from toolserver.memorymap import CallCommit
+from toolserver.models import CreateSessionRequest, SessionCreated
+
+ZOOM = {"image": "original_image", "bbox_2d": [10, 10, 200, 150]}
+
+
+def session(client: TestClient, **settings) -> str:
+    body = {"images": [{"data": b64(png_bytes(gradient(320, 240)))}], **settings}
+    return client.post("/v1/sessions", json=body).json()["session_id"]
+
+
+def test_a_retried_call_returns_its_recorded_result_and_runs_once(settings_any_store: Settings):
+    with TestClient(create_app(settings_any_store)) as client:
+        sid = session(client)
+        url = f"/v1/sessions/{sid}/tools/zoom_in"
+        first = client.post(url, json=ZOOM, headers={"Idempotency-Key": "k1"})
+        again = client.post(url, json=ZOOM, headers={"Idempotency-Key": "k1"})
+        assert first.status_code == again.status_code == 200
+        assert again.json() == first.json() and first.json()["images"][0]["key"] == "observation_1"
+        # msgpack on the retry: the same bytes, unencoded
+        packed = client.post(url, json=ZOOM, headers={"Idempotency-Key": "k1", "Accept": "application/msgpack"})
+        assert packed.headers["content-type"].startswith("application/msgpack")
+        other = client.post(url, json=ZOOM, headers={"Idempotency-Key": "k2"})
+        assert other.json()["images"][0]["key"] == "observation_2"
+        info = client.get(f"/v1/sessions/{sid}").json()
+        assert info["tool_calls"] == 2 and len(info["images"]) == 3
+        calls = client.get(f"/v1/sessions/{sid}/trajectory").json()["calls"]
+        assert [c["keys"] for c in calls] == [["observation_1"], ["observation_2"]]
+        reused = client.post(url, json={**ZOOM, "bbox_2d": [0, 0, 50, 50]}, headers={"Idempotency-Key": "k1"})
+        assert reused.status_code == 409 and reused.json()["code"] == "idempotency_key_reused"
+        assert client.post(url, json=ZOOM, headers={"Idempotency-Key": ""}).status_code == 422
+
+
+def test_a_failed_call_is_replayed_as_failed_and_counted_once(settings_any_store: Settings):
+    with TestClient(create_app(settings_any_store)) as client:
+        sid = session(client)
+        url = f"/v1/sessions/{sid}/tools/zoom_in"
+        bad = {"image": "nope", "bbox_2d": [0, 0, 10, 10]}
+        first = client.post(url, json=bad, headers={"Idempotency-Key": "f"}).json()
+        assert not first["ok"]
+        assert client.post(url, json=bad, headers={"Idempotency-Key": "f"}).json() == first
+        assert client.get(f"/v1/sessions/{sid}").json()["tool_calls"] == 1
+
+
+def test_tool_call_ids_and_act_turns_are_keys(settings_any_store: Settings):
+    with TestClient(create_app(settings_any_store)) as client:
+        sid = session(client)
+        body = {"tool_calls": [{"id": "call_a", "type": "function",
+                                "function": {"name": "zoom_in", "arguments": '{"image": "original_image", '
+                                                                             '"bbox_2d": [0, 0, 100, 100]}'}}]}
+        first = client.post(f"/v1/sessions/{sid}/tool_calls", json=body).json()
+        assert client.post(f"/v1/sessions/{sid}/tool_calls", json=body).json() == first
+        # The same id with other arguments is another call (ids restart in some frameworks), not a conflict.
+        body["tool_calls"][0]["function"]["arguments"] = '{"image": "original_image", "bbox_2d": [0, 0, 90, 90]}'
+        second = client.post(f"/v1/sessions/{sid}/tool_calls", json=body).json()
+        assert second["results"][0]["images"][0]["key"] == "observation_2"
+        turn = ('<tool_call>{"name": "zoom_in", "arguments": {"image": "original_image", '
+                '"bbox_2d": [5, 5, 120, 120]}}</tool_call>')
+        acted = client.post(f"/v1/sessions/{sid}/act", json={"text": turn}, headers={"Idempotency-Key": "t1"}).json()
+        again = client.post(f"/v1/sessions/{sid}/act", json={"text": turn}, headers={"Idempotency-Key": "t1"}).json()
+        assert again == acted and acted["results"][0]["images"][0]["key"] == "observation_3"
+        assert client.get(f"/v1/sessions/{sid}").json()["tool_calls"] == 3
+
+
+def test_a_replay_returns_the_systems_own_bytes(settings_any_store: Settings):
+    """Pixel-Reasoner's results are its JPEG bytes, which encoding the decoded pixels again would not give."""
+    with TestClient(create_app(settings_any_store)) as client:
+        sid = session(client, profile="pixel-reasoner")
+        url = f"/v1/sessions/{sid}/tools/crop_image"
+        args = {"bbox_2d": [0.1, 0.1, 0.6, 0.7], "target_image": 1}
+        first = client.post(url, json=args, headers={"Idempotency-Key": "j"}).json()
+        again = client.post(url, json=args, headers={"Idempotency-Key": "j"}).json()
+        assert first["images"][0]["mime"] == "image/jpeg"
+        assert base64.b64decode(again["images"][0]["data"]) == base64.b64decode(first["images"][0]["data"])
+
+
+def test_the_client_sends_a_key_and_reuses_it_on_every_retry():
+    answer = httpx.Response(200, json={"ok": True, "tool": "zoom_in", "text": "done", "images": []})
+    busy = httpx.Response(503, json={"detail": "unconfirmed", "code": "outcome_unknown"}, headers={"Retry-After": "0"})
+    transport, calls = scripted(busy, httpx.ReadTimeout("slow"), answer)
+    with Client("http://ts", transport=transport, backoff=0.01) as client:
+        handle = Session(client, SessionCreated(session_id="s", profile="default", images=[], texts=[],
+                                                expires_in_s=60))
+        assert handle.call("zoom_in", ZOOM).text == "done"
+        keys = {request.headers["Idempotency-Key"] for _, request in calls}
+        assert len(calls) == 3 and len(keys) == 1  # the unknown outcome and the timeout retried, same key
+        handle.call("zoom_in", ZOOM)
+        assert calls[-1][1].headers["Idempotency-Key"] not in keys  # a new call, a new key
+    # Requests without a key (everything but tool calls) still do not retry a timeout: they may have run.
+    transport, calls = scripted(httpx.ReadTimeout("slow"), answer)
+    with Client("http://ts", transport=transport, backoff=0.01) as client, pytest.raises(ToolServerTimeout):
+        client.profiles()
+    assert len(calls) == 1
+
+
+# -- the Redis store: the fence and unknown outcomes ------------------------------------------------------
+async def _new_session(core: Core) -> str:
+    created = await core.create_session(CreateSessionRequest(), [RawImage(png_bytes(gradient(64, 48)))])
+    return created.session_id
+
+
+@pytest.fixture
+def redis_settings(tmp_path, shared_redis) -> Settings:
+    from tests.conftest import _prefixes
+
+    return Settings(data_dir=tmp_path / "data", workers=2, session_store="redis", redis_url=shared_redis.url,
+                    redis_prefix=f"t{next(_prefixes)}", sr_model_dir=tmp_path / "no-weights")
+
+
+def test_a_call_whose_lock_lapsed_commits_nothing(redis_settings: Settings):
+    async def main():
+        core = Core(redis_settings)
+        sid = await _new_session(core)
+        store = core.services.store
+        async with store.exclusive(sid) as session:
+            await store.redis.delete(store._key(sid, "lock"))  # the lease ran out; another call may run now
+            with pytest.raises(Unavailable) as refused:
+                await store.commit_call(session, CallCommit(record="{}"))
+            assert refused.value.code == "session_lock_lost"
+        info = await core.session_info(sid)
+        assert info.tool_calls == 0
+        assert (await core.trajectory(sid)).calls == []
+        await core.stop()
+
+    asyncio.run(main())
+
+
+def test_an_unconfirmed_commit_is_its_own_error_and_a_retry_runs_the_call_once(redis_settings: Settings,
+                                                                              monkeypatch):
+    async def main():
+        core = Core(redis_settings)
+        sid = await _new_session(core)
+        store = core.services.store
+        real = store._commit
+
+        async def lost_reply(**kwargs):
+            await real(**kwargs)  # written, but the answer never arrives
+            raise redis_lib.TimeoutError("Timeout reading from socket")
+
+        monkeypatch.setattr(store, "_commit", lost_reply)
+        with pytest.raises(Unavailable) as unknown:
+            await core.call_tool(sid, "zoom_in", {"image": 0, "bbox_2d": [0, 0, 500, 500]}, idempotency_key="x")
+        assert unknown.value.code == "outcome_unknown" and unknown.value.status == 503
+        monkeypatch.setattr(store, "_commit", real)
+        retried = await core.call_tool(sid, "zoom_in", {"image": 0, "bbox_2d": [0, 0, 500, 500]},
+                                       idempotency_key="x")
+        assert retried.ok and retried.images[0].key == "observation_1"  # the recorded result: not run again
+        info = await core.session_info(sid)
+        assert info.tool_calls == 1 and [i.key for i in info.images] == ["original_image", "observation_1"]
+        await core.stop()
+
+    asyncio.run(main())

@@ -1,0 +1,103 @@
+"""The Redis store's per-session lock: a short lease, renewed while its call runs, whose token fences the call's
+commit.
+
+Why a lease and not one long timeout: a lock must not outlive its holder. A `SET NX PX` that Redis buffered
+while it was frozen runs when it resumes, for a token nobody holds; a lock held when Redis was killed comes back
+from its append-only file. With a lease of a few seconds either is gone a few seconds later, and a call that runs
+longer keeps its lease by renewing it (every third of the lease). Tokens whose fate is unknown (an acquire or a
+release that timed out) are released as soon as Redis answers again, so this replica's next call does not even
+wait for the lease.
+
+Fencing: the commit script of a call writes only while the lock still holds the call's token. A call whose
+lease ran out during a stall (another call may have run since) commits nothing and says so; it is never half
+applied and never applied late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+
+import redis
+import redis.asyncio as aredis
+from redis.exceptions import LockError
+
+log = logging.getLogger("toolserver.redis")
+
+# KEYS: lock. ARGV: token. Deletes the lock only if it holds this token.
+SCRIPT_RELEASE_IF_HELD = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_STORE_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+MAX_ORPHANS = 10_000
+
+
+class SessionLocks:
+    def __init__(self, client: aredis.Redis, *, lease_s: float, wait_s: float):
+        self.redis = client
+        self.lease_s = lease_s
+        self.wait_s = wait_s  # how long a call waits for a session another call holds
+        self._release = client.register_script(SCRIPT_RELEASE_IF_HELD)
+        self._orphans: deque[tuple[str, str]] = deque(maxlen=MAX_ORPHANS)
+
+    async def release_orphans(self) -> None:
+        """Tokens this replica may have left behind in an outage: released, now that Redis answers."""
+        while self._orphans:
+            key, token = self._orphans[0]
+            await self._release(keys=[key], args=[token])
+            self._orphans.popleft()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str, session_id: str) -> AsyncIterator[str | None]:
+        """The lock, renewed while held; yields its token (the fence), or None if it stayed busy `wait_s`."""
+        token = secrets.token_hex(16)
+        lock = self.redis.lock(key, timeout=self.lease_s, sleep=0.005, blocking_timeout=self.wait_s,
+                               thread_local=False)
+        try:
+            await self.release_orphans()
+            acquired = await lock.acquire(blocking=False, token=token)
+            if not acquired:
+                started = time.monotonic()
+                log.info("session %s: a call waits for the session's lock, held by another call", session_id)
+                acquired = await lock.acquire(token=token)
+                log.info("session %s: lock %s after %.2f s", session_id, "taken" if acquired else "still busy",
+                         time.monotonic() - started)
+        except _STORE_ERRORS:
+            self._orphans.append((key, token))  # the SET may have gone through
+            raise
+        if not acquired:
+            yield None
+            return
+        renewal = asyncio.create_task(self._renew(lock, session_id))
+        try:
+            yield token
+        finally:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
+            await self._release_token(key, token)
+
+    async def _renew(self, lock: aredis.lock.Lock, session_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                await lock.reacquire()
+            except LockError:
+                log.warning("session %s: the call's lock lease ran out (a Redis stall?); its result will not be "
+                            "committed", session_id)
+                return
+            except _STORE_ERRORS:
+                continue  # Redis away: the lease may run out, and the fence then refuses the commit
+
+    async def _release_token(self, key: str, token: str) -> None:
+        try:
+            await self._release(keys=[key], args=[token])
+        except _STORE_ERRORS:
+            self._orphans.append((key, token))  # released when Redis answers again; else its lease ends it
