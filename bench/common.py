@@ -50,8 +50,8 @@ def free_port() -> int:
 class Server:
     """`toolserver serve` in a child process on a free loopback port."""
 
-    def __init__(self, env: dict[str, str] | None = None):
-        self.port = free_port()
+    def __init__(self, env: dict[str, str] | None = None, port: int | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "TOOLSERVER_PORT": str(self.port), **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "toolserver.cli", "serve", "--log-level", "warning"],

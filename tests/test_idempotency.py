@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from tests.conftest import b64, gradient, png_bytes
 from tests.test_client import scripted
 from toolserver.api import create_app
-from toolserver.client import Client, ToolServerTimeout
+from toolserver.client import Client, ToolServerError, ToolServerTimeout
 from toolserver.client.sync import Session
 from toolserver.config import Settings
 from toolserver.core import Core, RawImage
@@ -99,18 +99,23 @@ def test_a_replay_returns_the_systems_own_bytes(settings_any_store: Settings):
 def test_the_client_sends_a_key_and_reuses_it_on_every_retry():
     answer = httpx.Response(200, json={"ok": True, "tool": "zoom_in", "text": "done", "images": []})
     busy = httpx.Response(503, json={"detail": "unconfirmed", "code": "outcome_unknown"}, headers={"Retry-After": "0"})
-    transport, calls = scripted(busy, httpx.ReadTimeout("slow"), answer)
+    no_upstream = httpx.Response(502, text="<html>502 Bad Gateway</html>")  # nginx with no live replica
+    transport, calls = scripted(busy, httpx.ReadTimeout("slow"), no_upstream, answer)
     with Client("http://ts", transport=transport, backoff=0.01) as client:
         handle = Session(client, SessionCreated(session_id="s", profile="default", images=[], texts=[],
                                                 expires_in_s=60))
         assert handle.call("zoom_in", ZOOM).text == "done"
         keys = {request.headers["Idempotency-Key"] for _, request in calls}
-        assert len(calls) == 3 and len(keys) == 1  # the unknown outcome and the timeout retried, same key
+        assert len(calls) == 4 and len(keys) == 1  # the unknown outcome, the timeout, the 502: retried, same key
         handle.call("zoom_in", ZOOM)
         assert calls[-1][1].headers["Idempotency-Key"] not in keys  # a new call, a new key
-    # Requests without a key (everything but tool calls) still do not retry a timeout: they may have run.
+    # Requests without a key (everything but tool calls) still do not retry a timeout or a 502: they may have run.
     transport, calls = scripted(httpx.ReadTimeout("slow"), answer)
     with Client("http://ts", transport=transport, backoff=0.01) as client, pytest.raises(ToolServerTimeout):
+        client.profiles()
+    assert len(calls) == 1
+    transport, calls = scripted(no_upstream, answer)
+    with Client("http://ts", transport=transport, backoff=0.01) as client, pytest.raises(ToolServerError):
         client.profiles()
     assert len(calls) == 1
 

@@ -62,7 +62,7 @@ def start_nginx(directory: Path, upstreams: list[str]) -> tuple[subprocess.Popen
     template = (ROOT / "deploy" / "nginx" / "toolserver.conf.template").read_text()
     # What the nginx image does with /etc/nginx/templates: substitute the variables that are set.
     rendered = Template(template).safe_substitute(
-        UPSTREAM_SERVERS=" ".join(f"server {u} max_fails=1 fail_timeout=5s;" for u in upstreams), LISTEN_PORT=port)
+        UPSTREAM_SERVERS=" ".join(f"server {u} max_fails=0;" for u in upstreams), LISTEN_PORT=port)
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     (directory / "toolserver.conf").write_text(rendered)
     (directory / "nginx.conf").write_text(

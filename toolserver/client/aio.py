@@ -70,7 +70,7 @@ class AsyncClient:
             async for attempt in AsyncRetrying(**self._config.retrying_kwargs()):
                 with attempt:
                     try:
-                        return _check(await self._http.request(method, path, **kwargs))
+                        return _check(await self._http.request(method, path, **kwargs), _keyed(kwargs))
                     except httpx.TransportError as exc:
                         raise _transport_error(exc, self._config.base_url + path, _keyed(kwargs)) from exc
         except _Retryable as exc:

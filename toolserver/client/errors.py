@@ -75,8 +75,9 @@ class _Wait:
 
 
 # -- answers and transport failures as errors or retries, for both clients -----------------------
-def _check(response: httpx.Response) -> httpx.Response:
-    if response.status_code in (429, 503):
+def _check(response: httpx.Response, keyed: bool = False) -> httpx.Response:
+    # A proxy's 502/504 (an upstream down or slow) is retried only with an idempotency key: the call may have run.
+    if response.status_code in (429, 503) or (keyed and response.status_code in (502, 504)):
         raise _Retryable(_error_from(response), _retry_after(response))
     if response.is_error:
         raise _error_from(response)

@@ -69,7 +69,7 @@ class Client:
             for attempt in Retrying(**self._config.retrying_kwargs()):
                 with attempt:
                     try:
-                        return _check(self._http.request(method, path, **kwargs))
+                        return _check(self._http.request(method, path, **kwargs), _keyed(kwargs))
                     except httpx.TransportError as exc:
                         raise _transport_error(exc, self._config.base_url + path, _keyed(kwargs)) from exc
         except _Retryable as exc:

@@ -50,9 +50,12 @@ class SessionLocks:
     async def release_orphans(self) -> None:
         """Tokens this replica may have left behind in an outage: released, now that Redis answers."""
         while self._orphans:
-            key, token = self._orphans[0]
-            await self._release(keys=[key], args=[token])
-            self._orphans.popleft()
+            key, token = self._orphans.popleft()  # taken first: concurrent calls share the queue
+            try:
+                await self._release(keys=[key], args=[token])
+            except _STORE_ERRORS:
+                self._orphans.append((key, token))
+                raise
 
     @contextlib.asynccontextmanager
     async def hold(self, key: str, session_id: str) -> AsyncIterator[str | None]:
