@@ -190,8 +190,12 @@ async def run(clients: int, minutes: float, stall_s: float) -> dict:
             if tally.statuses.get(500) or tally.statuses.get(502):
                 lines = (tmp / "nginx" / "logs" / "error.log").read_text().splitlines()
                 print("\n".join([line for line in lines if "upstream" in line][-12:]))
-            for replica in replicas:
-                replica.__exit__()
+            for replica in replicas:  # a drain may wait for calls in flight: give it its grace, then kill
+                replica.proc.terminate()
+                try:
+                    replica.proc.wait(30)
+                except Exception:
+                    replica.proc.kill()
             redis.stop()
     seconds = [s for _, s in tally.latencies]
     baseline, recoveries = recovery(tally.latencies, events)
