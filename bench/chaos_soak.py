@@ -85,11 +85,12 @@ async def client_loop(client: AsyncClient, photo: bytes, tally: Tally, t0: float
             session = await client.create_session([photo])
             step = tally.steps[seed] = f"call {session.id}"
             told = []
-            for _ in range(CALLS_PER_SESSION):
+            for n in range(CALLS_PER_SESSION):
                 if time.monotonic() >= until:
                     break
                 x, y = rng.randint(0, 700), rng.randint(0, 500)
                 started = time.monotonic()
+                tally.steps[seed] = f"call {n} from {started - t0:.1f} s {session.id}"
                 result = await session.call("zoom_in", image=0, bbox_2d=[x, y, x + 200, y + 150])
                 tally.latencies.append((started - t0, time.monotonic() - started))
                 if not result.ok:
@@ -112,6 +113,33 @@ async def check_session(client: AsyncClient, sid: str, told: list[str | None], t
     logged = [key for call in trajectory["calls"] for key in call["keys"]]
     if held != told or logged != told:
         tally.mismatched.append(f"{sid}: told {len(told)}, holds {len(held)}, logged {len(logged)}")
+
+
+async def diagnose(redis: RedisProcess, replicas: list[Server], busy: dict[int, str], tmp: Path) -> None:
+    """What a hung run was waiting on: the stuck sessions' locks, nginx's errors, the replicas' stacks."""
+    import shutil
+    import subprocess
+
+    import redis as redis_lib
+
+    with redis_lib.Redis.from_url(redis.url) as store:
+        for step in busy.values():
+            sid = step.split()[-1]
+            locks = {k.decode(): store.pttl(k) for k in store.scan_iter(f"*{sid}*lock*")}
+            print(f"{step}: locks {locks}", flush=True)
+    lines = (tmp / "nginx" / "logs" / "error.log").read_text().splitlines()
+    print("nginx:", *lines[-20:], sep="\n", flush=True)
+    for task in asyncio.all_tasks():  # where each client is awaiting (the client side of a hang)
+        chain, awaited = [], task.get_coro()
+        while awaited is not None and getattr(awaited, "cr_frame", None) is not None:
+            chain.append(f"{awaited.cr_code.co_name}:{awaited.cr_frame.f_lineno}")
+            awaited = awaited.cr_await
+        if chain and chain[0].startswith("client_loop"):
+            print("client task:", " -> ".join(chain), flush=True)
+    spy = shutil.which("py-spy")
+    for replica in replicas if spy else []:
+        out = subprocess.run([spy, "dump", "--pid", str(replica.proc.pid)], capture_output=True, text=True)
+        print(f"replica {replica.port}:", out.stdout[-6000:], out.stderr[-500:], sep="\n", flush=True)
 
 
 async def faults(redis: RedisProcess, replicas: list[Server], env: dict[str, str], t0: float, until: float,
@@ -183,7 +211,9 @@ async def run(clients: int, minutes: float, stall_s: float) -> dict:
                 try:
                     await asyncio.wait_for(work, timeout=minutes * 60 + 120)
                 except TimeoutError:
-                    tally.errors.append(f"clients still busy 2 min after the end: {tally.steps}")
+                    busy = {i: step for i, step in tally.steps.items() if step != "done"}
+                    tally.errors.append(f"clients still busy 2 min after the end: {busy}")
+                    await diagnose(redis, replicas, busy, tmp)
         finally:
             nginx.send_signal(signal.SIGQUIT)
             nginx.wait(10)

@@ -9,7 +9,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from PIL import Image
 
-from tests.conftest import PHOTOS, gradient, png_bytes
+from tests.conftest import PHOTOS, gradient, png_bytes, start_server, stop_server
 
 
 def run(coro):
@@ -180,3 +180,76 @@ def test_a_session_bound_in_the_url_serves_clients_that_reconnect_for_every_call
 
     missing = run(on_unknown())
     assert missing.is_error and "no session nosuch" in missing.content[-1].text
+
+
+def data_uri(picture: Image.Image) -> str:
+    return "data:image/png;base64," + base64.b64encode(png_bytes(picture)).decode()
+
+
+def test_an_inline_image_serves_a_client_that_reconnects_for_every_call(live_server):
+    """No `?session=`, a new MCP session per call: the image travels in the call and is cropped in it."""
+    picture = gradient(400, 300)
+
+    async def one_call(name, arguments, **client):
+        async with Client(f"{live_server.url}/mcp?profile=default", **client) as mcp:
+            return await mcp.call_tool(name, arguments)
+
+    zoom = run(one_call("zoom_in", {"image": data_uri(picture), "bbox_2d": [0, 0, 500, 500]}))
+    assert not zoom.is_error, zoom.content
+    assert [block.type for block in zoom.content] == ["image", "text", "text"]
+    crop = Image.open(io.BytesIO(base64.b64decode(zoom.content[0].data)))
+    assert crop.tobytes() == picture.convert("RGB").crop((0, 0, 200, 150)).tobytes()
+    assert zoom.content[-1].text == "(Inline images stored as `original_image`.)"
+
+    stateless = run(one_call("rotate", {"image": data_uri(picture), "angle": 90, "expand": True}, mode="2026-07-28"))
+    assert not stateless.is_error, stateless.content
+    assert Image.open(io.BytesIO(base64.b64decode(stateless.content[0].data))).size == (300, 400)
+
+    broken = run(one_call("zoom_in", {"image": "data:image/png;base64,bm90IGFuIGltYWdl", "bbox_2d": [0, 0, 9, 9]}))
+    assert broken.is_error and broken.content[0].text.startswith("Error: ")
+
+
+def test_inline_images_join_a_kept_session_once_each(live_server):
+    made = httpx.post(f"{live_server.url}/v1/sessions", json={}).json()
+    url = f"{live_server.url}/mcp?session={made['session_id']}"
+    red, blue = data_uri(Image.new("RGB", (64, 48), (200, 0, 0))), data_uri(Image.new("RGB", (64, 48), (0, 0, 200)))
+
+    async def main():
+        async with Client(url) as mcp:
+            return await mcp.call_tool("select_frames", {"frames": [red, blue, red]})
+
+    result = run(main())
+    info = httpx.get(f"{live_server.url}/v1/sessions/{made['session_id']}").json()
+    stored = [image["key"] for image in info["images"] if image["origin"] == "input"]
+    assert len(stored) == 2, info["images"]  # the red frame, given twice, is stored once
+    assert [block.type for block in result.content] == ["image"] * 3 + ["text", "text"], result.content
+    assert result.content[-1].text == f"(Inline images stored as `{stored[0]}`, `{stored[1]}`.)"
+
+
+def test_load_image_and_inline_images_by_url(tmp_path):
+    """`url` in load_image, and a URL in place of an image key; the server fetches them (private addresses
+    allowed here, since the picture is served from loopback)."""
+    import http.server
+    import threading
+
+    (tmp_path / "field.png").write_bytes(png_bytes(gradient(120, 80)))
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path))  # noqa: E731
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    picture_url = f"http://127.0.0.1:{httpd.server_address[1]}/field.png"
+    server = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path / "data"), "TOOLSERVER_URL_ALLOW_PRIVATE": "true",
+                           "TOOLSERVER_ALLOW_URL_FETCH": "true"})
+    try:
+        async def main():
+            async with Client(f"{server.url}/mcp") as mcp:
+                loaded = await mcp.call_tool("load_image", {"url": picture_url, "key": "field"})
+                zoom = await mcp.call_tool("zoom_in", {"image": picture_url, "bbox_2d": [0, 0, 500, 1000]})
+                return loaded, zoom
+
+        loaded, zoom = run(main())
+    finally:
+        stop_server(server)
+        httpd.shutdown()
+    assert not loaded.is_error and "`field`" in loaded.content[0].text and "120x80" in loaded.content[0].text
+    assert not zoom.is_error, zoom.content
+    assert Image.open(io.BytesIO(base64.b64decode(zoom.content[0].data))).size == (60, 80)

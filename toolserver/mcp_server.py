@@ -7,6 +7,12 @@
 - One toolserver session per MCP session (`Mcp-Session-Id`), created on first use with the profile from the
   URL, expiring with the MCP session's idle timeout and released when the client ends the MCP session.
 
+Images can also travel inline: wherever a tool of the default profile takes an image reference (`image`, `frames`), a
+`data:` URI or an http(s) URL is loaded into the session first and replaced by its new key, and the result
+ends with a text block naming that key. Clients that open a new MCP session for every call (langchain-mcp-
+adapters, llama-index) and clients on the stateless protocol can so crop an image in a single call. Keys
+cannot contain `:`, so such a value is never mistaken for a key.
+
 The 2026-07-28 protocol has no sessions, so the endpoint answers `server/discover` with "method not found"
 and the SDK's clients fall back to the session-keeping handshake. A client pinned to the stateless protocol
 still works for tools that need no stored image (each call runs in a throwaway session); `load_image` then
@@ -31,15 +37,17 @@ from starlette.types import Receive, Scope, Send
 
 from toolserver import __version__
 from toolserver.core import Core, format_validation_error
-from toolserver.errors import ServiceError, SessionGone
+from toolserver.errors import BadRequest, ServiceError, SessionGone
 from toolserver.messages import image_base64
 from toolserver.models import CreateSessionRequest, ImageInput, ImageKey, OutputSettings, ToolResult
 from toolserver.ownership import Keys, caller
 from toolserver.profiles import get_profile
 from toolserver.schema import loadable_schema, parameters_schema
+from toolserver.tools.args import image_reference_fields
 
 MCP_SESSION_HEADER = "mcp-session-id"
 LOAD_IMAGE = "load_image"
+INLINE_PREFIXES = ("data:", "http://", "https://")  # an image reference that is an image itself, not a key
 
 
 class LoadImageArgs(BaseModel):
@@ -49,6 +57,7 @@ class LoadImageArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     data: str | None = Field(default=None, description="The image or video as base64 or a `data:` URI.")
     path: str | None = Field(default=None, description="A file on the server, under an allowed root.")
+    url: str | None = Field(default=None, description="An http(s) URL the server fetches.")
     key: ImageKey | None = Field(default=None, description="The key to store it under; default: the profile's "
                                  "next key.")
     frames_per_second: float | None = Field(default=None, gt=0, le=120,
@@ -58,7 +67,7 @@ class LoadImageArgs(BaseModel):
 
 def _load_image_tool() -> types.Tool:
     return types.Tool(name=LOAD_IMAGE, description=(LoadImageArgs.__doc__ or "").strip() +
-                      " Give exactly one of `data` or `path`.", input_schema=parameters_schema(LoadImageArgs))
+                      " Give exactly one of `data`, `path` or `url`.", input_schema=parameters_schema(LoadImageArgs))
 
 
 def _content(result: ToolResult) -> types.CallToolResult:
@@ -189,9 +198,7 @@ class McpEndpoint:
         bound = self._bound_session(ctx)
         if bound is not None:  # the caller's session: never created or released here
             try:
-                if params.name == LOAD_IMAGE:
-                    return await self._load_image(bound, arguments)
-                return _content(await self.core.call_tool(bound, params.name, arguments))
+                return await self._run(bound, profile, params.name, arguments)
             except ServiceError as exc:
                 return _error(f"Error: {exc.message}")
         if mcp_session is None:
@@ -199,9 +206,7 @@ class McpEndpoint:
         for attempt in range(2):
             session_id = await self._session_for(mcp_session, profile)
             try:
-                if params.name == LOAD_IMAGE:
-                    return await self._load_image(session_id, arguments)
-                return _content(await self.core.call_tool(session_id, params.name, arguments))
+                return await self._run(session_id, profile, params.name, arguments)
             except SessionGone:
                 # Expired or evicted while the MCP session lived on: start a fresh one once.
                 self.sessions.pop(mcp_session, None)
@@ -214,21 +219,63 @@ class McpEndpoint:
     async def _stateless_call(self, profile: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == LOAD_IMAGE:
             return _error("Error: this MCP connection has no session (protocol 2026-07-28), so an image cannot be "
-                          "kept between calls; connect with the initialize handshake.")
+                          "kept between calls; pass it inline in the tool's image argument (a data: URI or a "
+                          "URL), or connect with the initialize handshake.")
         session_id = await self._new_session(profile)
         try:
-            return _content(await self.core.call_tool(session_id, name, arguments))
+            return await self._run(session_id, profile, name, arguments)
         except ServiceError as exc:
             return _error(f"Error: {exc.message}")
         finally:
             with contextlib.suppress(ServiceError):
                 await self.core.release(session_id)
 
+    async def _run(self, session_id: str, profile: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """One call in a session: `load_image`, or a tool whose inline images are loaded first."""
+        if name == LOAD_IMAGE:
+            return await self._load_image(session_id, arguments)
+        loaded = await self._load_inline_images(session_id, profile, name, arguments)
+        result = _content(await self.core.call_tool(session_id, name, arguments))
+        if loaded:
+            named = ", ".join(f"`{key}`" for key in loaded)
+            result.content.append(types.TextContent(type="text", text=f"(Inline images stored as {named}.)"))
+        return result
+
+    async def _load_inline_images(self, session_id: str, profile: str, name: str,
+                                  arguments: dict[str, Any]) -> list[str]:
+        """Replaces each inline image (a data: URI or URL) in the tool's image arguments by the key it is stored
+        under, in place; returns those keys. The same inline image given twice is stored once."""
+        tool = get_profile(profile).tool(name)
+        fields = image_reference_fields(tool.Args) if tool is not None else {}
+        keys: dict[str, str] = {}
+
+        async def stored(value: Any) -> Any:
+            if not (isinstance(value, str) and value.startswith(INLINE_PREFIXES)):
+                return value
+            if value not in keys:
+                source = ImageInput(data=value) if value.startswith("data:") else ImageInput(url=value)
+                added = await self.core.add_images(session_id, [source])
+                if added.videos:
+                    raise BadRequest("an inline video cannot stand for one image: load it with load_image and "
+                                     "refer to its frames by key", code="inline_video")
+                keys[value] = added.images[0].key
+            return keys[value]
+
+        for field_name, is_list in fields.items():
+            if field_name not in arguments:
+                continue
+            value = arguments[field_name]
+            if is_list and isinstance(value, list):
+                arguments[field_name] = [await stored(item) for item in value]
+            elif not is_list:
+                arguments[field_name] = await stored(value)
+        return list(keys.values())
+
     async def _load_image(self, session_id: str, arguments: dict[str, Any]) -> types.CallToolResult:
         try:
             args = LoadImageArgs.model_validate(arguments)
-            image = ImageInput(data=args.data, path=args.path, key=args.key, frames_per_second=args.frames_per_second,
-                               max_frames=args.max_frames)
+            image = ImageInput(data=args.data, path=args.path, url=args.url, key=args.key,
+                               frames_per_second=args.frames_per_second, max_frames=args.max_frames)
         except ValidationError as exc:
             return _error(format_validation_error(LOAD_IMAGE, exc))
         added = await self.core.add_images(session_id, [image])

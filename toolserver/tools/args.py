@@ -6,15 +6,26 @@ profile's) convention when the schema is served.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from toolserver.geometry import Coords
+
+
+class _ImageReference:
+    """Marks an argument that names a session image, so adapters can find such arguments in any tool's model."""
+
+    def __repr__(self) -> str:
+        return "IMAGE_REFERENCE"
+
+
+IMAGE_REFERENCE = _ImageReference()
 
 ImageRef = Annotated[
     str | int,
     Field(description="The image: its key (e.g. `original_image`, `observation_1`) or its 0-based index."),
+    IMAGE_REFERENCE,
 ]
 Coordinate = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -28,3 +39,18 @@ COORD_PHRASES = {
 
 def fmt_box(box: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(v) for v in box) + "]"
+
+
+def image_reference_fields(args: type[BaseModel]) -> dict[str, bool]:
+    """The arguments of a tool's model that name session images: field name -> whether it is a list of them."""
+    found: dict[str, bool] = {}
+    for name, info in args.model_fields.items():
+        if IMAGE_REFERENCE in info.metadata:
+            found[name] = False
+        elif get_origin(info.annotation) is list and _is_reference(get_args(info.annotation)[0]):
+            found[name] = True
+    return found
+
+
+def _is_reference(annotation: Any) -> bool:
+    return IMAGE_REFERENCE in getattr(annotation, "__metadata__", ())
