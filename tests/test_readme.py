@@ -65,3 +65,21 @@ def test_the_layout_section_matches_the_tree():
         for module in sorted((package / sub).glob("*.py")):
             if module.name != "__init__.py":
                 assert f"`{module.name}`" in layout, f"the layout section does not name toolserver/{sub}/{module.name}"
+
+
+def test_every_framework_snippet_is_the_tested_code():
+    """"Use it from your framework" shows each `examples/frameworks/*.py` whole, as tests_frameworks runs it,
+    and names the framework version it was tested with (the pin in tests_frameworks' requirements)."""
+    text = section("Use it from your framework")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    for path in sorted((ROOT / "examples" / "frameworks").glob("*.py")):
+        assert path.read_text() in blocks, f"README's framework section does not show {path.name} as it is"
+    assert len(blocks) == len(list((ROOT / "examples" / "frameworks").glob("*.py")))
+    pins = [line.split("#")[0].strip() for name in ("requirements.txt", "requirements-mcp1.txt")
+            for line in (ROOT / "tests_frameworks" / name).read_text().splitlines()]
+    for pin in (pin for pin in pins if "==" in pin):
+        package, version = re.sub(r"\[.*\]", "", pin).split("==")
+        if package not in ("pillow", "numpy", "soundfile"):  # what the frameworks need, not frameworks
+            assert f"{package} {version}" in text, f"README's framework section does not name {package} {version}"
+    yaml = (ROOT / "examples" / "verl" / "toolserver_tool_config.yaml").read_text()
+    assert yaml in text, "README's framework section does not show the verl tool config as it is"

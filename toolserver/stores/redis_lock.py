@@ -37,6 +37,7 @@ return 0
 
 _STORE_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 MAX_ORPHANS = 10_000
+LOCK_POLL_MAX_S = 0.1  # the longest pause between two tries of a busy lock
 
 
 class SessionLocks:
@@ -61,15 +62,14 @@ class SessionLocks:
     async def hold(self, key: str, session_id: str) -> AsyncIterator[str | None]:
         """The lock, renewed while held; yields its token (the fence), or None if it stayed busy `wait_s`."""
         token = secrets.token_hex(16)
-        lock = self.redis.lock(key, timeout=self.lease_s, sleep=0.005, blocking_timeout=self.wait_s,
-                               thread_local=False)
+        lock = self.redis.lock(key, timeout=self.lease_s, thread_local=False)
         try:
             await self.release_orphans()
             acquired = await lock.acquire(blocking=False, token=token)
             if not acquired:
                 started = time.monotonic()
                 log.info("session %s: a call waits for the session's lock, held by another call", session_id)
-                acquired = await lock.acquire(token=token)
+                acquired = await self._wait_for(lock, token, started)
                 log.info("session %s: lock %s after %.2f s", session_id, "taken" if acquired else "still busy",
                          time.monotonic() - started)
         except _STORE_ERRORS:
@@ -86,6 +86,18 @@ class SessionLocks:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewal
             await self._release_token(key, token)
+
+    async def _wait_for(self, lock: aredis.lock.Lock, token: str, started: float) -> bool:
+        """Tries again with a growing pause (5 ms doubling to 100 ms) until `wait_s` has passed. A fixed short
+        pause made every waiter poll Redis 200 times a second: under a retry storm (clients retrying calls that
+        wait behind their own originals) that polling alone kept the event loop and Redis busy."""
+        pause = 0.005
+        while time.monotonic() - started < self.wait_s:
+            await asyncio.sleep(min(pause, max(0.0, self.wait_s - (time.monotonic() - started))))
+            if await lock.acquire(blocking=False, token=token):
+                return True
+            pause = min(pause * 2, LOCK_POLL_MAX_S)
+        return False
 
     async def _renew(self, lock: aredis.lock.Lock, session_id: str) -> None:
         while True:
