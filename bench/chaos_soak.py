@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import json
 import random
@@ -40,6 +41,7 @@ from toolserver.client import AsyncClient
 ROOT = Path(__file__).resolve().parents[1]
 PHOTO = ROOT.parent / "shared" / "data" / "photos" / "Wood.jpg"
 CALLS_PER_SESSION = 40
+STUCK_S = 100  # longer than a tool's deadline (60 s) plus a Redis stall: a call this old is stuck
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Tally:
     mismatched: list[str] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     steps: dict[int, str] = field(default_factory=dict)  # what each client is doing (for a run that hangs)
+    step_started: dict[int, float] = field(default_factory=dict)
 
 
 class CountingTransport(httpx.AsyncBaseTransport):
@@ -91,7 +94,9 @@ async def client_loop(client: AsyncClient, photo: bytes, tally: Tally, t0: float
                 x, y = rng.randint(0, 700), rng.randint(0, 500)
                 started = time.monotonic()
                 tally.steps[seed] = f"call {n} from {started - t0:.1f} s {session.id}"
+                tally.step_started[seed] = started
                 result = await session.call("zoom_in", image=0, bbox_2d=[x, y, x + 200, y + 150])
+                tally.step_started.pop(seed, None)
                 tally.latencies.append((started - t0, time.monotonic() - started))
                 if not result.ok:
                     tally.errors.append(f"tool failure: {result.text[:120]}")
@@ -136,14 +141,29 @@ async def diagnose(redis: RedisProcess, replicas: list[Server], busy: dict[int, 
             awaited = awaited.cr_await
         if chain and chain[0].startswith("client_loop"):
             print("client task:", " -> ".join(chain), flush=True)
+    for replica in replicas:  # each replica logs its tasks' await chains (toolserver.serving.log_tasks)
+        replica.proc.send_signal(signal.SIGUSR1)
+    await asyncio.sleep(1)
     spy = shutil.which("py-spy")
     for replica in replicas if spy else []:
         out = subprocess.run([spy, "dump", "--pid", str(replica.proc.pid)], capture_output=True, text=True)
         print(f"replica {replica.port}:", out.stdout[-6000:], out.stderr[-500:], sep="\n", flush=True)
 
 
+async def watchdog(redis: RedisProcess, replicas: list[Server], tally: Tally, tmp: Path) -> None:
+    """Diagnoses the first call that has waited over STUCK_S, while it is still stuck."""
+    while True:
+        await asyncio.sleep(5)
+        now = time.monotonic()
+        stuck = {i: tally.steps[i] for i, started in list(tally.step_started.items()) if now - started > STUCK_S}
+        if stuck:
+            print(f"calls waiting over {STUCK_S} s: {stuck}", flush=True)
+            await diagnose(redis, replicas, stuck, tmp)
+            return
+
+
 async def faults(redis: RedisProcess, replicas: list[Server], env: dict[str, str], t0: float, until: float,
-                 stall_s: float, events: list[dict]) -> None:
+                 stall_s: float, events: list[dict], every_s: float = 60.0) -> None:
     restart_at = t0 + (until - t0) / 2
     restarted = False
     next_stall = t0 + 50
@@ -166,7 +186,7 @@ async def faults(redis: RedisProcess, replicas: list[Server], env: dict[str, str
             await asyncio.sleep(stall_s)
             redis.proc.send_signal(signal.SIGCONT)
             events.append({"fault": f"Redis stall {stall_s:g} s", "start": began - t0, "end": time.monotonic() - t0})
-            next_stall += 60
+            next_stall += every_s
             continue
         await asyncio.sleep(0.05)
 
@@ -190,7 +210,7 @@ def recovery(latencies: list[tuple[float, float]], events: list[dict]) -> tuple[
     return baseline, out
 
 
-async def run(clients: int, minutes: float, stall_s: float) -> dict:
+async def run(clients: int, minutes: float, stall_s: float, every_s: float = 60.0) -> dict:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         tmp.chmod(0o755)  # nginx's workers (user nobody under a root master) buffer request bodies in it
@@ -206,14 +226,18 @@ async def run(clients: int, minutes: float, stall_s: float) -> dict:
                                    timeout=30) as client:
                 t0 = time.monotonic()
                 until = t0 + minutes * 60
-                work = asyncio.gather(faults(redis, replicas, env, t0, until, stall_s, events),
+                dog = asyncio.create_task(watchdog(redis, replicas, tally, tmp))
+                work = asyncio.gather(faults(redis, replicas, env, t0, until, stall_s, events, every_s),
                                       *(client_loop(client, photo, tally, t0, until, i) for i in range(clients)))
-                try:
-                    await asyncio.wait_for(work, timeout=minutes * 60 + 120)
-                except TimeoutError:
+                done, _ = await asyncio.wait({work}, timeout=minutes * 60 + 120)
+                if not done:  # diagnosed while the stuck calls are still waiting, then given up
                     busy = {i: step for i, step in tally.steps.items() if step != "done"}
                     tally.errors.append(f"clients still busy 2 min after the end: {busy}")
                     await diagnose(redis, replicas, busy, tmp)
+                    work.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await work
+                dog.cancel()
         finally:
             nginx.send_signal(signal.SIGQUIT)
             nginx.wait(10)
@@ -244,9 +268,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--stall-s", type=float, default=2.0)
+    parser.add_argument("--stall-every-s", type=float, default=60.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    report = asyncio.run(run(args.clients, args.minutes, args.stall_s))
+    report = asyncio.run(run(args.clients, args.minutes, args.stall_s, args.stall_every_s))
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

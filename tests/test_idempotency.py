@@ -177,3 +177,54 @@ def test_an_unconfirmed_commit_is_its_own_error_and_a_retry_runs_the_call_once(r
         await core.stop()
 
     asyncio.run(main())
+
+
+def test_a_renewal_that_swallows_its_cancel_does_not_keep_the_session_locked(redis_settings: Settings,
+                                                                             monkeypatch):
+    """redis-py can turn a cancel that lands inside a command during a stall into a store error; the chaos soak
+    saw a renewal carry on after it, its holder waiting for it forever with the session locked."""
+    import redis.asyncio.lock as alock
+
+    async def swallowing(self):
+        try:
+            await asyncio.sleep(30)  # a command stuck in a stall
+        except asyncio.CancelledError:
+            raise redis_lib.TimeoutError("Timeout reading from socket") from None
+
+    async def main():
+        core = Core(redis_settings.model_copy(update={"lock_lease_s": 0.3}))
+        sid = await _new_session(core)
+        store = core.services.store
+        monkeypatch.setattr(alock.Lock, "reacquire", swallowing)
+        loop = asyncio.get_running_loop()
+        async with store.exclusive(sid):
+            renewals = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "SessionLocks._renew"]
+            await asyncio.sleep(0.25)  # the renewal is inside its command now
+            left = loop.time()
+        assert await store.redis.exists(store._key(sid, "lock")) == 0  # released
+        assert len(renewals) == 1
+        await asyncio.wait(renewals, timeout=2)
+        assert all(t.done() for t in renewals)
+        assert loop.time() - left < 2
+        await core.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_a_call_stuck_past_the_longest_hold_lets_its_session_go(redis_settings: Settings):
+    async def main():
+        core = Core(redis_settings.model_copy(update={"lock_lease_s": 0.3}))
+        sid = await _new_session(core)
+        store = core.services.store
+        store.locks.max_hold_s = 0.5
+        async with store.exclusive(sid) as stuck:
+            await asyncio.sleep(1.5)  # stuck past the longest hold: the lease was left to run out
+            assert await store.redis.exists(store._key(sid, "lock")) == 0
+            with pytest.raises(Unavailable) as refused:
+                await store.commit_call(stuck, CallCommit(record="{}"))
+            assert refused.value.code == "session_lock_lost"
+        async with store.exclusive(sid) as session:  # taken at once by the next call
+            assert session.tool_calls == 0
+        await core.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 10))

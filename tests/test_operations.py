@@ -132,6 +132,24 @@ def test_sigterm_lets_calls_in_flight_finish_and_refuses_new_ones(tmp_path: Path
     assert drained["in_flight"] == 0 and drained["waited_s"] < 60
 
 
+def test_sigusr1_logs_what_every_task_waits_on(tmp_path: Path):
+    log = tmp_path / "server.log"
+    server = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path / "data"), "TOOLSERVER_LOG_FORMAT": "json"},
+                          log_path=log)
+    try:
+        server.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not any(r["message"].startswith("task ") for r in log_records(log)):
+            assert time.monotonic() < deadline, "no task was logged"
+            time.sleep(0.05)
+        assert httpx.get(f"{server.url}/healthz").status_code == 200  # still serving
+    finally:
+        stop_server(server)
+    waits = [r["message"] for r in log_records(log) if r["message"].startswith("task ")]
+    assert any("Server.main_loop" in line for line in waits)  # uvicorn's loop, awaiting its next tick
+    assert any("_sweep_forever" in line for line in waits)  # the session sweep
+
+
 @pytest.mark.parametrize("fmt", ["json", "text"])
 def test_log_format_setting(tmp_path: Path, fmt: str):
     log = tmp_path / "server.log"

@@ -4,13 +4,19 @@ On the first SIGTERM or SIGINT the drain gate closes: new requests get 503 `shut
 retries, or the load balancer sends them to another replica) and /readyz says not ready, while requests
 in flight run to the end. When none is left, or after `grace_s`, uvicorn shuts down as usual (the
 lifespan then stops the core: worker threads, models, the session store). A second signal stops at once.
+
+SIGUSR1 logs what every asyncio task of the server is waiting on (its chain of awaits), for a server that
+seems stuck: Python 3.11 has no other way to see into a live event loop (py-spy shows threads only).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 import time
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -32,6 +38,10 @@ class DrainingServer(uvicorn.Server):
         self._captured_signals.append(sig)  # re-raised after shutdown, as uvicorn does
         self.gate.close()
 
+    async def startup(self, sockets: Any = None) -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, log_tasks)
+        await super().startup(sockets=sockets)
+
     async def on_tick(self, counter: int) -> bool:
         gate = self.gate
         if gate.draining and not self.should_exit:
@@ -41,3 +51,19 @@ class DrainingServer(uvicorn.Server):
                 log.info("drained", extra={"in_flight": gate.in_flight, "waited_s": round(waited, 3)})
                 self.should_exit = True
         return await super().on_tick(counter)
+
+
+def log_tasks() -> None:
+    """One log line per asyncio task: the coroutines it is inside, outermost first, and what it awaits."""
+    for task in asyncio.all_tasks():
+        chain: list[str] = []
+        awaited: Any = task.get_coro()
+        while awaited is not None and len(chain) < 60:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is None:  # a future, a lock's waiter, a gather: what the innermost coroutine waits for
+                chain.append(repr(awaited)[:160])
+                break
+            chain.append(f"{frame.f_code.co_qualname} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:"
+                         f"{frame.f_lineno})")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        log.warning("task %s waits: %s", task.get_name(), " -> ".join(chain))

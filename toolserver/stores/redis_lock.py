@@ -4,9 +4,9 @@ commit.
 Why a lease and not one long timeout: a lock must not outlive its holder. A `SET NX PX` that Redis buffered
 while it was frozen runs when it resumes, for a token nobody holds; a lock held when Redis was killed comes back
 from its append-only file. With a lease of a few seconds either is gone a few seconds later, and a call that runs
-longer keeps its lease by renewing it (every third of the lease). Tokens whose fate is unknown (an acquire or a
-release that timed out) are released as soon as Redis answers again, so this replica's next call does not even
-wait for the lease.
+longer keeps its lease by renewing it (every third of the lease, for at most `max_hold_s`). Tokens whose fate is
+unknown (an acquire or a release that timed out) are released as soon as Redis answers again, so this replica's
+next call does not even wait for the lease.
 
 Fencing: the commit script of a call writes only while the lock still holds the call's token. A call whose
 lease ran out during a stall (another call may have run since) commits nothing and says so; it is never half
@@ -41,10 +41,11 @@ LOCK_POLL_MAX_S = 0.1  # the longest pause between two tries of a busy lock
 
 
 class SessionLocks:
-    def __init__(self, client: aredis.Redis, *, lease_s: float, wait_s: float):
+    def __init__(self, client: aredis.Redis, *, lease_s: float, wait_s: float, max_hold_s: float | None = None):
         self.redis = client
         self.lease_s = lease_s
         self.wait_s = wait_s  # how long a call waits for a session another call holds
+        self.max_hold_s = wait_s if max_hold_s is None else max_hold_s  # the longest a call may keep the lock
         self._release = client.register_script(SCRIPT_RELEASE_IF_HELD)
         self._orphans: deque[tuple[str, str]] = deque(maxlen=MAX_ORPHANS)
 
@@ -78,13 +79,19 @@ class SessionLocks:
         if not acquired:
             yield None
             return
-        renewal = asyncio.create_task(self._renew(lock, session_id))
+        held = asyncio.Event()
+        held.set()
+        renewal = asyncio.create_task(self._renew(lock, session_id, held))
         try:
             yield token
         finally:
+            # The flag, not only the cancel, ends the renewal: redis-py can turn a cancel that lands inside a
+            # command during a stall into a store error, which the loop takes for an outage and carries on
+            # (seen in the chaos soak: the holder then waited for its renewal forever and the session stayed
+            # locked). The wait is bounded for the same reason.
+            held.clear()
             renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+            await asyncio.wait({renewal}, timeout=self.lease_s)
             await self._release_token(key, token)
 
     async def _wait_for(self, lock: aredis.lock.Lock, token: str, started: float) -> bool:
@@ -99,9 +106,18 @@ class SessionLocks:
             pause = min(pause * 2, LOCK_POLL_MAX_S)
         return False
 
-    async def _renew(self, lock: aredis.lock.Lock, session_id: str) -> None:
+    async def _renew(self, lock: aredis.lock.Lock, session_id: str, held: asyncio.Event) -> None:
+        """Renews the lease every third of it while `held` is set, for at most `max_hold_s`: past that the call is
+        stuck somewhere, and its session must not stay locked for it (the fence refuses its late commit)."""
+        started = time.monotonic()
         while True:
             await asyncio.sleep(self.lease_s / 3)
+            if not held.is_set():
+                return
+            if time.monotonic() - started > self.max_hold_s:
+                log.warning("session %s: a call has held the session's lock for %.0f s; its lease is left to run "
+                            "out, and its result will not be committed", session_id, time.monotonic() - started)
+                return
             try:
                 await lock.reacquire()
             except LockError:
