@@ -7,6 +7,9 @@
 #   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu -t toolserver:cpu .
 # The SMFANet weights ship in the repository (models/smfanet, Apache-2.0, 4.5 MB, sha256-checked at load) and
 # are copied into the image: no download step. Mount another directory at /models/smfanet to override them.
+# Model-written code (run_python) runs in a sandbox of namespaces that Docker's default seccomp and AppArmor
+# profiles block: docker-compose.sandbox.yml lifts them (README, "Code as a tool"); libseccomp2, which the
+# sandbox's own filter uses, is in the base image.
 # CLIP for document pages: FETCH_CLIP=1 bakes
 # clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
 

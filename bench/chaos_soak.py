@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import contextlib
 import io
-import json
 import random
 import signal
 import tempfile
@@ -34,7 +33,7 @@ from pathlib import Path
 import httpx
 from PIL import Image
 
-from bench.common import RedisProcess, Server, percentile
+from bench.common import RedisProcess, Server, percentile, print_report
 from tests.test_scaleout import start_nginx
 from toolserver.client import AsyncClient
 
@@ -271,11 +270,7 @@ def main() -> None:
     parser.add_argument("--stall-every-s", type=float, default=60.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    report = asyncio.run(run(args.clients, args.minutes, args.stall_s, args.stall_every_s))
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text)
+    print_report(asyncio.run(run(args.clients, args.minutes, args.stall_s, args.stall_every_s)), args.json)
 
 
 if __name__ == "__main__":

@@ -111,3 +111,13 @@ class RedisProcess:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+def print_report(report: dict, path: Path | None) -> None:
+    """A benchmark's figures as JSON on stdout, and in `path` when given (`--json`)."""
+    import json
+
+    text = json.dumps(report, indent=2)
+    print(text)
+    if path:
+        path.write_text(text)

@@ -21,6 +21,8 @@ from toolserver.core import Core
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Most tests never run code: the sandbox's zygote (0.7 s of imports and a self-test) starts when one does.
+os.environ.setdefault("TOOLSERVER_SANDBOX_START", "first_use")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PHOTOS = SHARED / "data" / "photos"

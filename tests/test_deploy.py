@@ -112,3 +112,13 @@ def test_the_dockerfile_copies_what_exists_and_installs_like_the_readme():
     assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
     for name in re.findall(r"TOOLSERVER_([A-Z_]+)=", dockerfile):
         assert name.lower() in Settings.model_fields, name
+
+
+def test_the_sandbox_override_lifts_only_the_container_filters_that_block_namespaces():
+    for profile, name in (("sidecar", "toolserver"), ("scale", "replica")):
+        plain = compose_config("docker-compose.yml", profile=profile)["services"][name]
+        sandboxed = compose_config("docker-compose.yml", "docker-compose.sandbox.yml", profile=profile)["services"][name]
+        assert not plain.get("security_opt")
+        assert sandboxed["security_opt"] == ["seccomp=unconfined", "apparmor=unconfined"]
+        assert sandboxed["environment"]["TOOLSERVER_SANDBOX_MIN_ISOLATION"] == "namespaces"
+        assert sandboxed["volumes"] == plain["volumes"]

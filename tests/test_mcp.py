@@ -253,3 +253,24 @@ def test_load_image_and_inline_images_by_url(tmp_path):
     assert not loaded.is_error and "`field`" in loaded.content[0].text and "120x80" in loaded.content[0].text
     assert not zoom.is_error, zoom.content
     assert Image.open(io.BytesIO(base64.b64decode(zoom.content[0].data))).size == (60, 80)
+
+
+def test_run_python_over_mcp_with_an_inline_image(live_server):
+    picture = gradient(400, 300)
+
+    async def main():
+        async with Client(f"{live_server.url}/mcp?profile=default") as mcp:
+            tools = {t.name: t for t in (await mcp.list_tools()).tools}
+            done = await mcp.call_tool("run_python", {"code": "print(image_1.size)\ndisplay(image_1.crop((0, 0, 40, 30)))",
+                                                      "images": [data_uri(picture)]})
+            failed = await mcp.call_tool("run_python", {"code": "1/0", "images": []})
+            return tools["run_python"], done, failed
+
+    tool, done, failed = run(main())
+    assert tool.input_schema["required"] == ["code"]
+    assert not done.is_error, done.content
+    assert [block.type for block in done.content] == ["image", "text", "text"]
+    crop = Image.open(io.BytesIO(base64.b64decode(done.content[0].data)))
+    assert crop.tobytes() == picture.convert("RGB").crop((0, 0, 40, 30)).tobytes()
+    assert done.content[1].text.startswith("stdout:\n(400, 300)\nThe code showed 1 image: `observation_1`")
+    assert failed.is_error and failed.content[0].text.endswith("ZeroDivisionError: division by zero")

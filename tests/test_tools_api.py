@@ -30,9 +30,9 @@ def decode(result_image: dict) -> Image.Image:
 def test_tools_listing_is_openai_shaped(client):
     tools = client.get("/v1/tools").json()
     names = [t["function"]["name"] for t in tools]
-    assert names[:9] == ["zoom_in", "keypoint_zoom", "lookback_reuse", "rotate", "select_frames", "super_resolution",
-                         "magnify", "doc_page_retrieval_by_query", "doc_page_retrieval_by_index"]
-    assert len(names) == 9 + 19
+    assert names[:10] == ["zoom_in", "keypoint_zoom", "lookback_reuse", "rotate", "select_frames", "super_resolution",
+                          "magnify", "doc_page_retrieval_by_query", "doc_page_retrieval_by_index", "run_python"]
+    assert len(names) == 10 + 19
     zoom = tools[0]
     assert zoom["type"] == "function"
     params = zoom["function"]["parameters"]

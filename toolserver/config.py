@@ -82,6 +82,34 @@ class Settings(BaseSettings):
     tool_timeout_s: float = 60.0
     retry_after_s: int = 1
 
+    # Code as a tool (toolserver.sandbox; the security model is in the README).
+    sandbox_min_isolation: Literal["restricted", "namespaces"] = Field(default="restricted", description=(
+        "The least isolation code runs under: `namespaces` (no host files, no network, plus everything below) or "
+        "`restricted` (resource limits, a user of its own, no capabilities, a seccomp deny-list). Below it, "
+        "code tools answer that code execution is off."))
+    sandbox_start: Literal["startup", "first_use"] = Field(default="startup", description=(
+        "When the sandbox's zygote starts and runs its self-test (`/readyz` reports the level it found)."))
+    sandbox_slots: int = Field(default=8, ge=1, le=512, description="Code executions running at once.")
+    sandbox_timeout_s: float = Field(default=10.0, gt=0, le=600, description="Wall-clock limit of one execution; "
+                                     "its whole process group is killed at the limit.")
+    sandbox_memory_mb: int = Field(default=1024, ge=64, description="Address space an execution may add.")
+    sandbox_cpu_s: int = Field(default=30, ge=1, description="CPU seconds of one execution.")
+    sandbox_processes: int = Field(default=16, ge=1, description="Processes and threads of one execution.")
+    sandbox_open_files: int = Field(default=64, ge=16, description="Open files of one execution.")
+    sandbox_file_mb: int = Field(default=64, ge=1, description="Largest file an execution may write.")
+    sandbox_tmp_mb: int = Field(default=128, ge=1, description="Its writable /tmp (namespaces level).")
+    sandbox_image_cache_mb: int = Field(default=512, ge=0, description="Decoded images the sandbox's zygote "
+                                        "keeps, so that a session's image crosses to it once.")
+    sandbox_max_image_pixels: int = Field(default=4096 * 4096, ge=1, description="Pixels of one image code "
+                                          "returns (larger ones are not kept).")
+    sandbox_max_result_mb: int = Field(default=256, ge=1, description="One execution's whole answer; beyond it "
+                                       "the execution is stopped and nothing is kept.")
+    sandbox_uid_base: int = Field(default=61000, ge=1000, description="Executions run as uid base + slot.")
+    sandbox_max_output_bytes: int = Field(default=20_000, ge=100, description="stdout and stderr kept, each.")
+    sandbox_max_images: int = Field(default=16, ge=0, le=64, description="Images one execution may return.")
+    sandbox_dir: Path | None = Field(default=None, description="The zygote's working directory (default: a "
+                                     "temporary one).")
+
     sr_model_dir: Path = Field(default=SHIPPED_SMFANET,
                                description="Directory holding the SMFANet checkpoints (default: the official ones "
                                "shipped in the repository's models/smfanet; `toolserver weights download` for others).")

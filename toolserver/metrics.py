@@ -22,6 +22,9 @@ class Metrics:
                                       buckets=LATENCY_BUCKETS, registry=r)
         self.overloaded = Counter("toolserver_overloaded", "Requests refused with 429", registry=r)
         self.sessions_created = Counter("toolserver_sessions_created", "Sessions created", registry=r)
+        self.sandbox_executions = Counter("toolserver_sandbox_executions", "Code executions by outcome (ok, "
+                                          "error, timeout, cpu_limit, output_too_large, crashed, ...)", ["outcome"],
+                                          registry=r)
         self.validations = Counter("toolserver_validations", "Checks run by /v1/validate", registry=r)
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:

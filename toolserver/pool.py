@@ -3,6 +3,7 @@
 Two lanes, so that a cheap call (a crop, a lookback, a validator) never waits behind SMFANet tiles or a
 document query in one FIFO queue:
 - `fast`: pixel tools, validators, decoding and encoding; `workers` threads at normal priority.
+- `code`: threads that wait for model-written code running in the sandbox's own processes (`run_python`).
 - `heavy`: the tools that run a network or an index (super-resolution, document search by query); their own
   `heavy_workers` threads, lowered in the OS scheduler (`nice`), as are SMFANet's CPU workers.
 
@@ -30,8 +31,8 @@ from typing import Any, Literal, TypeVar
 from toolserver.errors import Overloaded
 
 T = TypeVar("T")
-LaneName = Literal["fast", "heavy"]
-LANES: tuple[LaneName, ...] = ("fast", "heavy")
+LaneName = Literal["fast", "heavy", "code"]
+LANES: tuple[LaneName, ...] = ("fast", "heavy", "code")
 
 
 def lower_thread_priority(nice: int) -> None:
@@ -80,13 +81,15 @@ class _Lane:
 
 class WorkPool:
     def __init__(self, workers: int, queue_limit: int, retry_after_s: int = 1, *, heavy_workers: int | None = None,
-                 heavy_nice: int = 10):
+                 heavy_nice: int = 10, code_workers: int = 8):
         self.workers = workers
         self.queue_limit = max(1, queue_limit)
         self.retry_after_s = retry_after_s
         self.lanes: dict[str, _Lane] = {
             "fast": _Lane("fast", workers, queue_limit, nice=0),
             "heavy": _Lane("heavy", heavy_workers or workers, queue_limit, nice=heavy_nice),
+            # Threads that wait for sandboxed code (which runs in processes of its own): one per sandbox slot.
+            "code": _Lane("code", code_workers, queue_limit, nice=0),
         }
 
     @property

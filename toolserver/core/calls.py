@@ -131,6 +131,7 @@ class ToolCalls:
         if isinstance(args, ToolResult):
             return _Ran(args)
         ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
+                             sandbox=self.services.sandbox,
                              sr_max_output_pixels=s.sr_max_output_pixels,
                              deadline=time.monotonic() + s.tool_timeout_s, cached_view=store.view_lookup(session))
         output_settings = session.settings.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -47,6 +48,8 @@ from toolserver.plugins import load_plugins
 from toolserver.profiles import get_profile
 from toolserver.validation.batch import validate_items
 
+log = logging.getLogger("toolserver")
+
 
 class Core:
     def __init__(self, settings: Settings | None = None):
@@ -74,6 +77,8 @@ class Core:
         if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.has_documents():
             # Loading sentence-transformers takes seconds: do it before the first query needs it.
             threading.Thread(target=self.documents.warm_up, name="toolserver-doc-warmup", daemon=True).start()
+        if self.settings.sandbox_start == "startup":  # the self-test, so that /readyz says what isolation holds
+            threading.Thread(target=self._start_sandbox, name="toolserver-sandbox-start", daemon=True).start()
 
     async def stop(self) -> None:
         if self._sweeper is not None:
@@ -82,9 +87,16 @@ class Core:
                 await self._sweeper
             self._sweeper = None
         self.pool.shutdown()
+        self.services.sandbox.stop()
         self.sr.close()
         self.documents.close()
         await self.store.close()
+
+    def _start_sandbox(self) -> None:
+        try:
+            self.services.sandbox.start()
+        except Exception:  # reported by /readyz; the next execution tries again
+            log.exception("the code sandbox did not start")
 
     async def _sweep_forever(self) -> None:
         while True:

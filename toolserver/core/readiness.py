@@ -26,6 +26,7 @@ class Readiness(BaseModel):
     queue_limit: int
     super_resolution: dict[str, Any]
     documents: dict[str, Any]
+    sandbox: dict[str, Any]
     reason: str | None = None
 
     @property
@@ -51,4 +52,5 @@ async def readiness(services: Services, *, draining: bool = False) -> Readiness:
     return Readiness(status="not ready" if reasons else "ready", version=__version__, profiles=list(PROFILES),
                      sessions=store.get("sessions"), bytes_held=store.get("bytes_held"), session_store=store,
                      workers=services.pool.workers, queue_limit=services.pool.queue_limit, super_resolution=sr,
-                     documents=services.documents.status(), reason="; ".join(reasons) if reasons else None)
+                     documents=services.documents.status(), sandbox=services.sandbox.describe(),
+                     reason="; ".join(reasons) if reasons else None)

@@ -13,6 +13,7 @@ from toolserver.tools.keypoint_zoom import KeypointZoom
 from toolserver.tools.lookback import LookbackReuse
 from toolserver.tools.magnify import Magnify
 from toolserver.tools.rotate import Rotate
+from toolserver.tools.run_python import RunPython
 from toolserver.tools.select_frames import SelectFrames
 from toolserver.tools.super_resolution import SuperResolution
 from toolserver.tools.validators import validators
@@ -20,9 +21,9 @@ from toolserver.tools.zoom_in import ZoomIn
 
 PROFILES = (
     Profile("default", "Canonical toolset: zoom_in, keypoint_zoom, lookback_reuse, rotate, select_frames, "
-            "super_resolution, magnify, document page retrieval and the 19 instruction-following validators, "
-            "any coordinate convention.",
+            "super_resolution, magnify, document page retrieval, run_python (code in a sandbox) and the 19 "
+            "instruction-following validators, any coordinate convention.",
             tools_by_name(ZoomIn(), KeypointZoom(), LookbackReuse(), Rotate(), SelectFrames(), SuperResolution(),
-                          Magnify(), DocPageSearch(), DocPageByIndex(), *validators(strict=True)),
+                          Magnify(), DocPageSearch(), DocPageByIndex(), RunPython(), *validators(strict=True)),
             call_format=HERMES),
 )

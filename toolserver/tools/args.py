@@ -6,7 +6,8 @@ profile's) convention when the schema is served.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field
 
@@ -47,7 +48,11 @@ def image_reference_fields(args: type[BaseModel]) -> dict[str, bool]:
     for name, info in args.model_fields.items():
         if IMAGE_REFERENCE in info.metadata:
             found[name] = False
-        elif get_origin(info.annotation) is list and _is_reference(get_args(info.annotation)[0]):
+            continue
+        annotation = info.annotation
+        if get_origin(annotation) in (Union, UnionType):  # `list[ImageRef] | None`
+            annotation = next((a for a in get_args(annotation) if get_origin(a) is list), annotation)
+        if get_origin(annotation) is list and _is_reference(get_args(annotation)[0]):
             found[name] = True
     return found
 

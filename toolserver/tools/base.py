@@ -24,6 +24,7 @@ from toolserver.schema import parameters_schema
 
 if TYPE_CHECKING:
     from toolserver.documents.library import DocumentLibrary
+    from toolserver.sandbox.executor import Sandbox
     from toolserver.sr.engine import SREngine
 
 
@@ -66,6 +67,7 @@ class ToolContext:
     inputs_are_views: bool = False  # the session's input images were uploaded as the model sees them
     sr: SREngine | None = None  # the super-resolution engine, shared by all sessions
     documents: DocumentLibrary | None = None  # the document library, shared by all sessions
+    sandbox: Sandbox | None = None  # the code sandbox, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
     deadline: float | None = None  # time.monotonic() by which the call must finish
     # The session store's cache of model views (whole-image resizes), looked up by (entry, rule).

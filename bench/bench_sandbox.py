@@ -1,0 +1,120 @@
+"""Code as a tool: a 1 MP crop through `run_python` (sandboxed code) vs through `zoom_in`, next to the same code
+run unconfined in a warm interpreter (the floor), at 1, 16 and 64 concurrent sessions.
+
+Run:  .venv/bin/python -m bench.bench_sandbox [--calls 64] [--json FILE]
+
+All in one process, side by side: a `Core` (the server's core, without HTTP) serves both tools on a 2000x1500
+crop of a real photo; each of N sessions calls one tool in a loop, all sessions at once. The floor runs the
+very code (`display(image_1.crop(...))`, the crop's pixels taken out as bytes as `display` does) with `exec` in
+this process. Reported per case: p50/p99 per call and calls/s; the sandbox's isolation level; and the memory
+of the zygote (its unique set size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import time
+from pathlib import Path
+
+from PIL import Image
+
+from bench.common import PHOTOS, percentile, print_report
+from toolserver.config import Settings
+from toolserver.core import Core, RawImage
+from toolserver.models import CreateSessionRequest
+
+CODE = "display(image_1.crop(({x}, {y}, {x} + 1000, {y} + 1000)))"  # 1 MP out
+
+
+def photo() -> bytes:
+    image = Image.open(PHOTOS / "Dragonfly_by_Bolly.jpg").convert("RGB").crop((1000, 800, 3000, 2300))
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def floor(image: Image.Image, calls: int) -> list[float]:
+    """The same code, unconfined, in this warm interpreter (what any in-process tool would pay)."""
+    kept: list[bytes] = []
+    namespace = {"image_1": image, "display": lambda im: kept.append(im.tobytes())}
+    seconds = []
+    for i in range(calls):
+        started = time.perf_counter()
+        exec(CODE.format(x=i % 900, y=i % 400), namespace)
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+async def tool_case(core: Core, data: bytes, tool: str, sessions: int, calls: int) -> tuple[list[float], float]:
+    ids = [(await core.create_session(CreateSessionRequest(), [RawImage(data)])).session_id for _ in range(sessions)]
+    seconds: list[float] = []
+
+    async def one(sid: str, n: int) -> None:
+        for i in range(n):
+            x, y = (i * 37) % 900, (i * 53) % 400
+            args = {"code": CODE.format(x=x, y=y), "images": [0]} if tool == "run_python" else \
+                {"image": 0, "bbox_2d": [x, y, x + 1000, y + 1000]}
+            started = time.perf_counter()
+            result = await core.call_tool(sid, tool, args)
+            seconds.append(time.perf_counter() - started)
+            assert result.ok, result.text
+
+    per_session = max(1, calls // sessions)
+    began = time.perf_counter()
+    await asyncio.gather(*(one(sid, per_session) for sid in ids))
+    wall = time.perf_counter() - began
+    for sid in ids:
+        await core.release(sid)
+    return seconds, len(seconds) / wall
+
+
+def memory(pid: int) -> int:
+    """Unique set size: the private pages of a process (what a fork adds beyond the shared ones)."""
+    total = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
+async def run(calls: int) -> dict:
+    data = photo()
+    core = Core(Settings(sandbox_slots=8))
+    await core.start()
+    sandbox = core.services.sandbox
+    await asyncio.to_thread(sandbox.start)
+    warm = await core.create_session(CreateSessionRequest(), [RawImage(data)])
+    for tool in ("run_python", "zoom_in"):  # first calls (decodes, caches) out of the figures
+        args = {"code": CODE.format(x=0, y=0)} if tool == "run_python" else {"image": 0, "bbox_2d": [0, 0, 10, 10]}
+        await core.call_tool(warm.session_id, tool, args)
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    report: dict = {"isolation": sandbox.level, "levels": sandbox.levels, "cases": []}
+    floor_seconds = floor(image, calls)
+    report["floor_p50_ms"] = round(percentile(floor_seconds, 50) * 1e3, 2)
+    report["floor_p99_ms"] = round(percentile(floor_seconds, 99) * 1e3, 2)
+    for sessions in (1, 16, 64):
+        for tool in ("run_python", "zoom_in"):  # side by side, alternating
+            seconds, rate = await tool_case(core, data, tool, sessions, max(calls, sessions * 2))
+            report["cases"].append({"tool": tool, "sessions": sessions, "calls": len(seconds),
+                                    "p50_ms": round(percentile(seconds, 50) * 1e3, 1),
+                                    "p99_ms": round(percentile(seconds, 99) * 1e3, 1),
+                                    "calls_per_s": round(rate, 1)})
+            print(report["cases"][-1], flush=True)
+    assert sandbox._process is not None
+    report["zygote_uss_mb"] = round(memory(sandbox._process.pid) / 2**20, 1)
+    await core.stop()
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=64)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    print_report(asyncio.run(run(args.calls)), args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""What runs inside one confined sandbox child: the session's images as PIL images under their names, the code,
+and what it printed, raised and showed, sent back to the zygote as one msgpack message.
+
+Output goes to files, not to Python objects, so that a C library's prints and a `os.write(1, ...)` are kept in
+order with `print` and bounded by the file-size limit; only the first `max_output_bytes` of each are read back.
+Images come back as `plt.show()` figures (PNG, as matplotlib saves them) and as whatever the code passes to
+`display()` (raw pixels), at most `max_images` of at most `max_pixels` each.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import linecache
+import os
+import struct
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+from PIL import Image
+
+CODE_NAME = "<code>"
+STDOUT, STDERR = ".stdout", ".stderr"
+FRAME = struct.Struct(">II")  # the lengths of a result's msgpack part and of its image bytes
+IMAGE_MODES = {"1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16", "F", "CMYK", "YCbCr"}
+
+
+@dataclass
+class Request:
+    code: str
+    images: list[tuple[list[str], Image.Image]]  # the names of each image, and the image
+    max_output_bytes: int = 20_000
+    max_images: int = 16
+    max_pixels: int = 16_777_216
+    figure_dpi: float | None = None  # None: each figure's own dpi
+    figure_bbox: str | None = None  # "tight" to crop figures to their content
+
+    @classmethod
+    def of(cls, message: dict[str, Any]) -> Request:
+        fields = {k: message[k] for k in cls.__dataclass_fields__ if k in message and k != "images"}
+        return cls(images=message.get("resolved", []), **fields)
+
+
+@dataclass
+class Collected:
+    images: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+
+
+def build_namespace(request: Request, collected: Collected) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    for names, image in request.images:
+        namespace.update(dict.fromkeys(names, image))
+    namespace["images"] = [image for _, image in request.images]
+    namespace["display"] = lambda obj: _keep_image(obj, request, collected)
+    _hook_matplotlib(request, collected)
+    return namespace
+
+
+def _keep_image(obj: Any, request: Request, collected: Collected) -> None:
+    """`display(image)`: a PIL image or an array (H×W, H×W×3, H×W×4) joins the call's results."""
+    if isinstance(obj, np.ndarray):
+        array = obj if obj.dtype == np.uint8 else np.clip(obj, 0, 255).astype(np.uint8)
+        obj = Image.fromarray(array)
+    if not isinstance(obj, Image.Image):
+        raise TypeError(f"display() takes a PIL image or a numpy array, not {type(obj).__name__}")
+    if obj.mode not in IMAGE_MODES or obj.mode in {"P", "CMYK", "YCbCr", "I", "I;16", "F", "1"}:
+        obj = obj.convert("RGBA" if "A" in obj.getbands() or obj.mode == "P" else "RGB")
+    _collect(collected, request, {"kind": "image", "format": "raw", "mode": obj.mode, "size": list(obj.size),
+                                  "data": obj.tobytes()}, obj.size)
+
+
+def _collect(collected: Collected, request: Request, item: dict[str, Any], size: tuple[int, int]) -> None:
+    if len(collected.images) >= request.max_images or size[0] * size[1] > request.max_pixels:
+        collected.dropped += 1
+        return
+    collected.images.append(item)
+
+
+def _hook_matplotlib(request: Request, collected: Collected) -> None:
+    import matplotlib.pyplot as plt
+
+    def show(*_args: Any, **_kwargs: Any) -> None:
+        for number in plt.get_fignums():
+            figure = plt.figure(number)
+            buffer = io.BytesIO()
+            options: dict[str, Any] = {"format": "png"}
+            if request.figure_dpi is not None:
+                options["dpi"] = request.figure_dpi
+            if request.figure_bbox is not None:
+                options["bbox_inches"] = request.figure_bbox
+            figure.savefig(buffer, **options)
+            width, height = (int(v) for v in figure.get_size_inches() * (request.figure_dpi or figure.dpi))
+            _collect(collected, request, {"kind": "figure", "format": "png", "data": buffer.getvalue()},
+                     (width, height))
+        plt.close("all")
+
+    plt.show = show
+
+
+def execute(request: Request) -> dict[str, Any]:
+    """Runs the code with stdout and stderr going to files in the working directory; never raises."""
+    collected = Collected()
+    out = os.open(STDOUT, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(STDERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+    error = None
+    try:
+        namespace = build_namespace(request, collected)
+        # Tracebacks quote the code's lines, as they would from a file.
+        linecache.cache[CODE_NAME] = (len(request.code), None, request.code.splitlines(True), CODE_NAME)
+        exec(compile(request.code, CODE_NAME, "exec"), namespace)  # the point of the sandbox
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt are the code's too
+        error = _user_traceback(exc)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a full file-size limit
+            stream.flush()
+    stdout, stdout_more = _read_capped(STDOUT, request.max_output_bytes)
+    stderr, stderr_more = _read_capped(STDERR, request.max_output_bytes)
+    return {"status": "error" if error else "ok", "stdout": stdout, "stdout_dropped": stdout_more,
+            "stderr": stderr, "stderr_dropped": stderr_more, "error": error, "images": collected.images,
+            "images_dropped": collected.dropped}
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback from the code's own frames on (the runner's frames are not the model's business)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, frame in enumerate(frames) if frame.filename == CODE_NAME), len(frames))
+    exc.__traceback__ = _skip(exc.__traceback__, first)
+    return "".join(traceback.format_exception(exc))
+
+
+def _skip(tb: Any, count: int) -> Any:
+    for _ in range(count):
+        if tb is None:
+            break
+        tb = tb.tb_next
+    return tb
+
+
+def _read_capped(path: str, limit: int) -> tuple[str, int]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+            total = os.fstat(handle.fileno()).st_size
+    except OSError:
+        return "", 0
+    kept = data[:limit]
+    return kept.decode("utf-8", errors="replace"), max(0, total - len(kept))
+
+
+def send(fd: int, result: dict[str, Any]) -> None:
+    """The result as one message: its two lengths, the msgpack of everything but the image bytes, then the image
+    bytes as they are (no copy into the msgpack; the zygote passes the message on unread). The zygote ends the
+    run as soon as the message is whole, whatever the code left running (a forked process shares the pipe)."""
+    blobs, offset = [], 0
+    for item in result.get("images", []):
+        data = item.pop("data")
+        item["offset"], item["length"] = offset, len(data)
+        blobs.append(data)
+        offset += len(data)
+    meta = msgpack.packb(result, use_bin_type=True)
+    for part in (FRAME.pack(len(meta), offset), meta, *blobs):
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view):]
+
+
+def frame_length(buffer: bytes | bytearray) -> int | None:
+    """The length of the whole message whose start is in `buffer`, once its header is."""
+    if len(buffer) < FRAME.size:
+        return None
+    meta, blobs = FRAME.unpack_from(buffer)
+    return FRAME.size + meta + blobs
+
+
+def parse(frame: bytes | bytearray) -> dict[str, Any]:
+    """A child's message, checked (the child is not trusted): its images' `data` as views into `frame`."""
+    if frame_length(frame) != len(frame):
+        raise ValueError("a result message of the wrong length")
+    meta_size, _ = FRAME.unpack_from(frame)
+    result = msgpack.unpackb(bytes(frame[FRAME.size:FRAME.size + meta_size]), raw=False)
+    if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+        raise ValueError("a result message without a status")
+    blobs = memoryview(frame)[FRAME.size + meta_size:]
+    for item in result.get("images") or []:
+        start, length = int(item["offset"]), int(item["length"])
+        if not 0 <= start <= start + length <= len(blobs):
+            raise ValueError("an image outside its message")
+        item["data"] = blobs[start:start + length]
+    return result

@@ -1,0 +1,82 @@
+"""The zygote's self-test: each isolation level tried on a real child before any code is run, so that the level in
+force is one this host was seen to enforce (not one it was assumed to)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from toolserver.sandbox import child as child_side
+from toolserver.sandbox.confine import LEVELS
+
+
+class Zygote(Protocol):
+    """What the self-test uses of the zygote."""
+
+    runtime: Path
+    as_root: bool
+    landlock: bool
+    free_slots: list[int]
+
+    def fork(self, message: dict[str, Any], slot: int) -> tuple[int, int]: ...
+
+    def reset_workdir(self, slot: int) -> None: ...
+
+# Reads a host file the code should not see (world-readable, in the zygote's directory).
+PROBE_CODE = ("import os\ntry:\n    open({path!r}).read()\n    seen = True\nexcept OSError:\n    seen = False\n"
+              "print(os.getuid(), seen)")
+PROBE_TIMEOUT_S = 20
+
+
+def self_test(zygote: Zygote) -> dict[str, str]:
+    """Each level: "ok", or why it does not hold here."""
+    found: dict[str, str] = {}
+    for level in LEVELS[::-1]:
+        if level == "restricted" and not zygote.as_root:
+            found[level] = "needs root (or CAP_SETUID) to run code as a user of its own"
+            continue
+        result = probe(zygote, level)
+        expected_hidden = level == "namespaces" or zygote.landlock
+        if result.get("status") != "ok":
+            found[level] = str(result.get("error") or result.get("status"))[:300]
+            continue
+        uid, sees_host = result["stdout"].split()
+        if sees_host == "True" and expected_hidden:
+            found[level] = "the host's files were still visible"
+        elif zygote.as_root and int(uid) == 0:
+            found[level] = "the code still ran as root"
+        else:
+            found[level] = "ok"
+    return found
+
+
+def probe(zygote: Zygote, level: str) -> dict[str, Any]:
+    slot = zygote.free_slots[-1]
+    host_file = zygote.runtime / "probe.txt"
+    host_file.write_text("a host file")
+    host_file.chmod(0o644)
+    pid, read_end = zygote.fork({"level": level, "code": PROBE_CODE.format(path=str(host_file)), "images": []}, slot)
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    data = bytearray()
+    with selectors.DefaultSelector() as ready:
+        ready.register(read_end, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if ready.select(max(0.0, deadline - time.monotonic())):
+                chunk = os.read(read_end, 1 << 16)
+                data += chunk
+                if not chunk or child_side.frame_length(data) == len(data):
+                    break
+    os.close(read_end)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    zygote.reset_workdir(slot)
+    try:
+        return child_side.parse(data)
+    except Exception:
+        return {"status": "crashed", "error": "the probe child sent nothing readable"}
