@@ -6,8 +6,8 @@ Run:  .venv/bin/python -m bench.bench_sandbox [--calls 64] [--json FILE]
 All in one process, side by side: a `Core` (the server's core, without HTTP) serves both tools on a 2000x1500
 crop of a real photo; each of N sessions calls one tool in a loop, all sessions at once. The floor runs the
 very code (`display(image_1.crop(...))`, the crop's pixels taken out as bytes as `display` does) with `exec` in
-this process. Reported per case: p50/p99 per call and calls/s; the sandbox's isolation level; and the memory
-of the zygote (its unique set size).
+this process. Reported per case: p50/p99 per call and calls/s; the sandbox's isolation level; and memory: the
+zygote's unique set size, and a live stateful worker's (the mean of 8, each holding the image and a crop).
 """
 
 from __future__ import annotations
@@ -79,6 +79,32 @@ def memory(pid: int) -> int:
     return total
 
 
+async def worker_memory(sandbox, image: Image.Image, workers: int = 8) -> float:
+    """Unique set size of a live stateful worker, mean over `workers` workers each holding the image and a 1 MP
+    crop of it in its namespace (what a session's kept state costs beyond the shared pages)."""
+    from toolserver.sandbox.executor import SandboxImage
+
+    for i in range(workers):
+        done = await asyncio.to_thread(sandbox.run, "kept = image_1.crop((0, 0, 1000, 1000))",
+                                       [SandboxImage(["image_1"], image)], worker=f"bench-{i}")
+        assert done.ok, done
+    first = sandbox.config.uid_base + sandbox.config.slots  # worker slots come after the one-shot ones
+    uids = range(first, first + sandbox.config.worker_slots)
+    sizes = [memory(int(p.name)) for p in Path("/proc").iterdir()
+             if p.name.isdigit() and _uid(p) in uids]
+    for i in range(workers):
+        sandbox.close_worker(f"bench-{i}")
+    return round(sum(sizes) / max(1, len(sizes)) / 2**20, 1)
+
+
+def _uid(proc: Path) -> int:
+    try:
+        return int(next(line for line in (proc / "status").read_text().splitlines()
+                        if line.startswith("Uid:")).split()[1])
+    except (OSError, StopIteration):
+        return -1
+
+
 async def run(calls: int) -> dict:
     data = photo()
     core = Core(Settings(sandbox_slots=8))
@@ -104,6 +130,7 @@ async def run(calls: int) -> dict:
             print(report["cases"][-1], flush=True)
     assert sandbox._process is not None
     report["zygote_uss_mb"] = round(memory(sandbox._process.pid) / 2**20, 1)
+    report["worker_uss_mb"] = await worker_memory(sandbox, image)
     await core.stop()
     return report
 

@@ -124,8 +124,10 @@ def test_other_processes_and_the_server_s_environment_are_not_readable(confined)
 
 def test_writing_outside_the_sandbox_fails(confined, tmp_path):
     for path in (ROOT / "escaped.txt", Path("/etc/escaped"), Path("/usr/escaped")):
-        _denied(confined(f"open({str(path)!r}, 'w').write('x')"), "Read-only", "Permission denied", "No such file")
-        assert not path.exists()
+        done = confined(f"open({str(path)!r}, 'w').write('x')")
+        assert not path.exists()  # the host's files are untouched
+        if not str(path).startswith("/tmp/"):  # (a checkout under /tmp lies in the sandbox's own /tmp there)
+            _denied(done, "Read-only", "Permission denied", "No such file")
 
 
 def test_the_network_is_unreachable(confined):
@@ -185,7 +187,8 @@ def test_huge_output_and_countless_or_huge_images_are_bounded(confined):
 
 
 def test_a_garbage_result_is_an_error_not_a_crash_of_the_server(confined):
-    done = confined("import os\nos.write(3, b'not msgpack at all')\nos._exit(0)")
+    done = confined("import os\nfor fd in range(3, 64):  # the result pipe is one of them\n    try:\n"
+                    "        os.write(fd, b'not msgpack at all')\n    except OSError:\n        pass\nos._exit(0)")
     assert done.status == "crashed"
     assert confined("print(1)").stdout == "1\n"
 

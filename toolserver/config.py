@@ -104,6 +104,9 @@ class Settings(BaseSettings):
                                           "returns (larger ones are not kept).")
     sandbox_max_result_mb: int = Field(default=256, ge=1, description="One execution's whole answer; beyond it "
                                        "the execution is stopped and nothing is kept.")
+    sandbox_workers: int = Field(default=16, ge=0, le=512, description="Stateful workers (a session's code "
+                                 "namespace kept between turns) alive at once; a new one ends the least recently "
+                                 "used idle one.")
     sandbox_uid_base: int = Field(default=61000, ge=1000, description="Executions run as uid base + slot.")
     sandbox_max_output_bytes: int = Field(default=20_000, ge=100, description="stdout and stderr kept, each.")
     sandbox_max_images: int = Field(default=16, ge=0, le=64, description="Images one execution may return.")

@@ -92,6 +92,13 @@ class Core:
         self.documents.close()
         await self.store.close()
 
+    async def _close_workers_of_gone_sessions(self) -> None:
+        """Stateful workers are named by their session: an expired or evicted session's worker ends here."""
+        sandbox = self.services.sandbox
+        for session_id in list(sandbox.workers):
+            if not await self.store.holds(session_id):
+                sandbox.close_worker(session_id)
+
     def _start_sandbox(self) -> None:
         try:
             self.services.sandbox.start()
@@ -104,6 +111,7 @@ class Core:
             self.store.sweep()
             with contextlib.suppress(ServiceError, OSError):  # a store outage: the next sweep tries again
                 await self._delivery.sweep_outputs()
+                await self._close_workers_of_gone_sessions()
 
     async def readiness(self, *, draining: bool = False) -> Readiness:
         return await readiness(self.services, draining=draining)
@@ -123,6 +131,7 @@ class Core:
     async def release(self, session_id: str) -> None:
         await self.store.release(session_id)
         await self._delivery.remove_outputs(session_id)
+        self.services.sandbox.close_worker(session_id)  # its code's state goes with it
 
     # -- inspection: what the model saw -------------------------------------------------------------
     async def session_info(self, session_id: str) -> SessionInfo:

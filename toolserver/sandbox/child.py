@@ -48,21 +48,33 @@ class Request:
 
 @dataclass
 class Collected:
+    """What the execution in progress shows. A stateful worker keeps one namespace and starts a new `Collected`
+    (with that cell's request) for each cell."""
+
+    request: Request
     images: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
 
 
-def build_namespace(request: Request, collected: Collected) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    for names, image in request.images:
-        namespace.update(dict.fromkeys(names, image))
-    namespace["images"] = [image for _, image in request.images]
-    namespace["display"] = lambda obj: _keep_image(obj, request, collected)
-    _hook_matplotlib(request, collected)
-    return namespace
+class Cells:
+    """A namespace that cells run in one after another (one execution is a single cell)."""
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "images": []}
+        self.current = Collected(Request(code="", images=[]))
+        self.namespace["display"] = lambda obj: _keep_image(obj, self.current)
+        _hook_matplotlib(self)
+
+    def start(self, request: Request) -> Collected:
+        """The cell's images bound under their names (added to `images`), and a fresh `Collected`."""
+        for names, image in request.images:
+            self.namespace.update(dict.fromkeys(names, image))
+            self.namespace["images"].append(image)
+        self.current = Collected(request)
+        return self.current
 
 
-def _keep_image(obj: Any, request: Request, collected: Collected) -> None:
+def _keep_image(obj: Any, collected: Collected) -> None:
     """`display(image)`: a PIL image or an array (H×W, H×W×3, H×W×4) joins the call's results."""
     if isinstance(obj, np.ndarray):
         array = obj if obj.dtype == np.uint8 else np.clip(obj, 0, 255).astype(np.uint8)
@@ -71,21 +83,24 @@ def _keep_image(obj: Any, request: Request, collected: Collected) -> None:
         raise TypeError(f"display() takes a PIL image or a numpy array, not {type(obj).__name__}")
     if obj.mode not in IMAGE_MODES or obj.mode in {"P", "CMYK", "YCbCr", "I", "I;16", "F", "1"}:
         obj = obj.convert("RGBA" if "A" in obj.getbands() or obj.mode == "P" else "RGB")
-    _collect(collected, request, {"kind": "image", "format": "raw", "mode": obj.mode, "size": list(obj.size),
-                                  "data": obj.tobytes()}, obj.size)
+    _collect(collected, {"kind": "image", "format": "raw", "mode": obj.mode, "size": list(obj.size),
+                         "data": obj.tobytes()}, obj.size)
 
 
-def _collect(collected: Collected, request: Request, item: dict[str, Any], size: tuple[int, int]) -> None:
+def _collect(collected: Collected, item: dict[str, Any], size: tuple[int, int]) -> None:
+    request = collected.request
     if len(collected.images) >= request.max_images or size[0] * size[1] > request.max_pixels:
         collected.dropped += 1
         return
     collected.images.append(item)
 
 
-def _hook_matplotlib(request: Request, collected: Collected) -> None:
+def _hook_matplotlib(cells: Cells) -> None:
     import matplotlib.pyplot as plt
 
     def show(*_args: Any, **_kwargs: Any) -> None:
+        collected = cells.current
+        request = collected.request
         for number in plt.get_fignums():
             figure = plt.figure(number)
             buffer = io.BytesIO()
@@ -96,28 +111,30 @@ def _hook_matplotlib(request: Request, collected: Collected) -> None:
                 options["bbox_inches"] = request.figure_bbox
             figure.savefig(buffer, **options)
             width, height = (int(v) for v in figure.get_size_inches() * (request.figure_dpi or figure.dpi))
-            _collect(collected, request, {"kind": "figure", "format": "png", "data": buffer.getvalue()},
-                     (width, height))
+            _collect(collected, {"kind": "figure", "format": "png", "data": buffer.getvalue()}, (width, height))
         plt.close("all")
 
     plt.show = show
 
 
-def execute(request: Request) -> dict[str, Any]:
-    """Runs the code with stdout and stderr going to files in the working directory; never raises."""
-    collected = Collected()
+def execute(request: Request, cells: Cells | None = None) -> dict[str, Any]:
+    """Runs the code (in `cells`' namespace, or a fresh one) with stdout and stderr going to files in the
+    working directory; never raises."""
+    cells = cells or Cells()
+    collected = cells.start(request)
     out = os.open(STDOUT, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     err = os.open(STDERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(err, 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+    os.close(out)
+    os.close(err)
     error = None
     try:
-        namespace = build_namespace(request, collected)
         # Tracebacks quote the code's lines, as they would from a file.
         linecache.cache[CODE_NAME] = (len(request.code), None, request.code.splitlines(True), CODE_NAME)
-        exec(compile(request.code, CODE_NAME, "exec"), namespace)  # the point of the sandbox
+        exec(compile(request.code, CODE_NAME, "exec"), cells.namespace)  # the point of the sandbox
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are the code's too
         error = _user_traceback(exc)
     for stream in (sys.stdout, sys.stderr):
@@ -197,3 +214,38 @@ def parse(frame: bytes | bytearray) -> dict[str, Any]:
             raise ValueError("an image outside its message")
         item["data"] = blobs[start:start + length]
     return result
+
+
+def serve_cells(requests_fd: int, result_fd: int, first: Request) -> None:
+    """A stateful worker: runs `first`, then each cell the zygote writes to `requests_fd`, in one namespace,
+    answering each on `result_fd`, until its requests end. Later cells carry code only (their images were given
+    with the first), so a cell always fits the pipe and the zygote never blocks on a worker."""
+    cells = Cells()
+    request = first
+    while True:
+        send(result_fd, execute(request, cells))
+        message = _read_message(requests_fd)
+        if message is None:
+            return
+        request = Request.of(message)
+
+
+def _read_message(fd: int) -> dict[str, Any] | None:
+    header = _read_exactly(fd, 4)
+    if header is None:
+        return None
+    payload = _read_exactly(fd, struct.unpack(">I", header)[0])
+    if payload is None:
+        return None
+    message = msgpack.unpackb(payload, raw=False)
+    return message if isinstance(message, dict) else None
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)

@@ -74,8 +74,10 @@ def library_paths() -> list[str]:
     return sorted(p for p in paths if p and os.path.exists(p) and os.path.realpath(p) != "/")
 
 
-def enter_namespaces(root: Path, limits: Limits, as_root: bool) -> None:
-    """New namespaces and a read-only view of the libraries under `root` (an empty directory), then chroot."""
+def enter_namespaces(root: Path, limits: Limits, as_root: bool, libraries: list[str]) -> None:
+    """New namespaces and a read-only view of `libraries` under `root` (an empty directory), then chroot. The
+    writable /tmp is mounted first, so that a library living under the host's /tmp (a virtual environment made
+    by `mktemp`, say) is bound inside it rather than hidden by it."""
     flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | (0 if as_root else CLONE_NEWUSER)
     uid, gid = os.geteuid(), os.getegid()
     _check(_libc.unshare(flags), "unshare")
@@ -85,17 +87,17 @@ def enter_namespaces(root: Path, limits: Limits, as_root: bool) -> None:
         Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks back to the host
     _mount("tmpfs", str(root), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    for path in library_paths():
-        _bind_read_only(path, root)
     tmp = root / "tmp"
-    tmp.mkdir(exist_ok=True)
+    tmp.mkdir()
+    _mount("tmpfs", str(tmp), "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits.tmp_bytes},mode=1777")
+    for path in libraries:
+        _bind_read_only(path, root)
     (root / "dev").mkdir(exist_ok=True)
     for name in DEVICES:
         target = root / "dev" / name
         target.touch()
         _mount(f"/dev/{name}", str(target), None, MS_BIND)
     _mount(None, str(root), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)  # the view itself: read-only
-    _mount("tmpfs", str(tmp), "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits.tmp_bytes},mode=1777")
     os.chroot(root)
     os.chdir("/tmp")
 

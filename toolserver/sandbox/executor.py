@@ -9,6 +9,7 @@ run at all.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -33,7 +34,7 @@ from PIL import Image
 from toolserver.imaging import decode_image
 from toolserver.sandbox import child as child_side
 from toolserver.sandbox.confine import LEVELS, Limits
-from toolserver.sandbox.zygote import HEADER
+from toolserver.sandbox.pipes import HEADER
 
 log = logging.getLogger("toolserver.sandbox")
 START_TIMEOUT_S = 60
@@ -56,6 +57,8 @@ class Execution:
     stderr_dropped: int = 0
     images_dropped: int = 0
     seconds: float = 0.0
+    worker_started: bool = False  # a stateful worker was started for this cell (its namespace is new)
+    worker_lost: bool = False  # the worker's state is gone (timeout, crash, close): the next cell starts afresh
 
     @property
     def ok(self) -> bool:
@@ -86,6 +89,7 @@ class SandboxConfig:
     max_pixels: int = 16_777_216
     image_cache_bytes: int = 512 << 20  # decoded images the zygote keeps for later executions
     max_result_bytes: int = 256 << 20  # one execution's whole answer (texts and images); beyond it, killed
+    worker_slots: int = 16  # stateful workers alive at once; a new one beyond that ends the least recently used
     user_namespace: bool = False  # a root zygote serves as uid `uid_base - 1`, confining as any unprivileged one
 
 
@@ -104,6 +108,7 @@ class Sandbox:
         self._runtime: tempfile.TemporaryDirectory[str] | None = None
         self.started = False
         self.outcomes: dict[str, int] = {}
+        self.workers: set[str] = set()  # the stateful workers this server believes alive
         self.live = 0
 
     # -- life ---------------------------------------------------------------------------------------
@@ -119,7 +124,7 @@ class Sandbox:
         if not self.started:
             return {"isolation": None, "required": self.config.min_level, "state": "starts on first use"}
         return {"isolation": self.level, "required": self.config.min_level, "levels": self.levels,
-                "live_executions": self.live, "executions": dict(self.outcomes)}
+                "live_executions": self.live, "workers": len(self.workers), "executions": dict(self.outcomes)}
 
     def start(self) -> None:
         with self._lock:
@@ -128,7 +133,7 @@ class Sandbox:
             runtime = self._runtime_dir()
             config = {"runtime_dir": str(runtime), "uid_base": self.config.uid_base, "slots": self.config.slots,
                       "user_namespace": self.config.user_namespace,
-                      "image_cache_bytes": self.config.image_cache_bytes}
+                      "image_cache_bytes": self.config.image_cache_bytes, "worker_slots": self.config.worker_slots}
             self._process = subprocess.Popen([sys.executable, "-m", "toolserver.sandbox.zygote", json.dumps(config)],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
             assert self._process.stdout is not None
@@ -136,7 +141,8 @@ class Sandbox:
             if hello is None or hello.get("type") != "hello":
                 raise SandboxUnavailable("the sandbox's zygote did not start")
             self.levels = dict(hello["levels"])
-            self._sent.clear()  # a new zygote holds no images
+            self._sent.clear()  # a new zygote holds no images, and no workers
+            self.workers.clear()
             self.started = True
             log.info("sandbox started", extra={"levels": self.levels, "isolation": self.level})
             threading.Thread(target=self._read_results, args=(self._process,), daemon=True,
@@ -184,9 +190,12 @@ class Sandbox:
 
     # -- executions -----------------------------------------------------------------------------------
     def run(self, code: str, images: Sequence[SandboxImage] = (), *, timeout_s: float | None = None,
-            figure_dpi: float | None = None, figure_bbox: str | None = None, level: str | None = None) -> Execution:
-        """Runs `code` with each image bound to its names (and all of them, in order, as `images`). `level`: a
-        level below the one in force, for tests that cover every level the host allows."""
+            figure_dpi: float | None = None, figure_bbox: str | None = None, level: str | None = None,
+            worker: str | None = None) -> Execution:
+        """Runs `code` with each image bound to its names (and all of them, in order, as `images`). `worker`: run
+        it as the next cell of that stateful worker (started with this cell, and given the images, if it does not
+        exist; kept with its namespace until `close_worker`, a timeout or a crash). `level`: a level below the one
+        in force, for tests that cover every level the host allows."""
         self.start()
         if self.level is None:
             raise SandboxUnavailable(self.unavailable_reason())
@@ -197,7 +206,7 @@ class Sandbox:
                    "limits": dataclasses.asdict(self.config.limits), "max_output_bytes": self.config.max_output_bytes,
                    "max_images": self.config.max_images, "max_pixels": self.config.max_pixels,
                    "max_result_bytes": self.config.max_result_bytes, "figure_dpi": figure_dpi,
-                   "figure_bbox": figure_bbox}
+                   "figure_bbox": figure_bbox, "worker": worker}
         with self._slots:
             self.live += 1
             try:
@@ -207,6 +216,10 @@ class Sandbox:
             finally:
                 self.live -= 1
         execution = self._execution(reply)
+        if worker is not None and execution.worker_lost:
+            self.workers.discard(worker)
+        elif worker is not None:
+            self.workers.add(worker)
         self.outcomes[execution.status] = self.outcomes.get(execution.status, 0) + 1
         if self.on_execution is not None:
             self.on_execution(execution.status)
@@ -254,6 +267,15 @@ class Sandbox:
         if known is not None and known[0] is dead:
             del self._tokens[ident]
 
+    def close_worker(self, worker: str) -> None:
+        """Ends a stateful worker (a session ended); nothing if there is none."""
+        if worker not in self.workers:
+            return
+        self.workers.discard(worker)
+        if self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(SandboxUnavailable):
+                self._send({"type": "close", "worker": worker})
+
     def _send(self, message: dict[str, Any]) -> None:
         payload = msgpack.packb(message, use_bin_type=True)
         with self._lock:
@@ -284,7 +306,8 @@ class Sandbox:
                          stderr=str(reply.get("stderr") or ""), error=reply.get("error"), images=images,
                          stdout_dropped=int(reply.get("stdout_dropped") or 0),
                          stderr_dropped=int(reply.get("stderr_dropped") or 0), images_dropped=dropped,
-                         seconds=float(reply.get("seconds") or 0.0))
+                         seconds=float(reply.get("seconds") or 0.0), worker_started=bool(reply.get("worker_started")),
+                         worker_lost=bool(reply.get("worker_lost")))
 
     def _decode(self, item: dict[str, Any]) -> Image.Image | None:
         """An image the code produced, checked as an upload would be (the child is not trusted)."""

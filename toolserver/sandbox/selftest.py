@@ -27,9 +27,12 @@ class Zygote(Protocol):
 
     def reset_workdir(self, slot: int) -> None: ...
 
-# Reads a host file the code should not see (world-readable, in the zygote's directory).
-PROBE_CODE = ("import os\ntry:\n    open({path!r}).read()\n    seen = True\nexcept OSError:\n    seen = False\n"
-              "print(os.getuid(), seen)")
+# Reads a host file the code should not see (world-readable, in the zygote's directory), and a file of the
+# interpreter's packages it must see (matplotlib reads its fonts when it first draws text).
+PROBE_CODE = ("import os\n"
+              "def readable(path):\n    try:\n        open(path, 'rb').read(1)\n        return True\n"
+              "    except OSError:\n        return False\n"
+              "print(os.getuid(), readable({path!r}), readable({library!r}))")
 PROBE_TIMEOUT_S = 20
 
 
@@ -45,8 +48,11 @@ def self_test(zygote: Zygote) -> dict[str, str]:
         if result.get("status") != "ok":
             found[level] = str(result.get("error") or result.get("status"))[:300]
             continue
-        uid, sees_host = result["stdout"].split()
-        if sees_host == "True" and expected_hidden:
+        uid, sees_host, sees_libraries = result["stdout"].split()
+        if sees_libraries != "True":
+            found[level] = (f"the sandbox's user cannot read the interpreter's packages ({library_file()}): make "
+                            "them readable by all users (a virtual environment under a private directory is not)")
+        elif sees_host == "True" and expected_hidden:
             found[level] = "the host's files were still visible"
         elif zygote.as_root and int(uid) == 0:
             found[level] = "the code still ran as root"
@@ -55,12 +61,19 @@ def self_test(zygote: Zygote) -> dict[str, str]:
     return found
 
 
+def library_file() -> str:
+    from matplotlib import font_manager
+
+    return str(font_manager.findfont("DejaVu Sans"))
+
+
 def probe(zygote: Zygote, level: str) -> dict[str, Any]:
     slot = zygote.free_slots[-1]
     host_file = zygote.runtime / "probe.txt"
     host_file.write_text("a host file")
     host_file.chmod(0o644)
-    pid, read_end = zygote.fork({"level": level, "code": PROBE_CODE.format(path=str(host_file)), "images": []}, slot)
+    code = PROBE_CODE.format(path=str(host_file), library=library_file())
+    pid, read_end = zygote.fork({"level": level, "code": code, "images": []}, slot)
     deadline = time.monotonic() + PROBE_TIMEOUT_S
     data = bytearray()
     with selectors.DefaultSelector() as ready:

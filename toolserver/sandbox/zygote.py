@@ -1,58 +1,44 @@
 """The sandbox's zygote: a single-threaded process that has numpy, Pillow and matplotlib imported already and
-forks one confined child per execution, so that an execution pays for a fork, not for ≈ 0.45 s of imports.
+forks confined children (`children.py`), so that an execution pays for a fork, not for ≈ 0.45 s of imports.
 
 It is its own process, started by the server (`python -m toolserver.sandbox.zygote CONFIG`), because forking
 the server itself would copy a process with many threads (uvicorn's, the work pool's, torch's). It speaks
 length-prefixed msgpack frames on stdin/stdout: first a `hello` with the isolation levels its self-test found,
-then a `result` for each `run`. A child that outlives its deadline is killed with its whole process group (the
-seccomp filter keeps the code from leaving it); so is every child once its result is in, which ends anything the
-code left running. Each running child has a slot: its own uid (`uid_base + slot`) and, at the `restricted`
-level, its own working directory, emptied after each run.
+then a `result` for each `run`. Two kinds of run:
+- one-shot: a child per execution, killed with its whole process group once its result is in (which ends
+  anything the code left running) or at its deadline;
+- a cell of a stateful worker (`worker` names it): the worker is forked with the first cell and keeps its
+  namespace for the next ones; it is killed at a cell's deadline (its state is lost, and the answer says so),
+  on `close`, and, the least recently used idle one first, when a new worker needs its slot.
+Each child has a slot: its own uid (`uid_base + slot`) and, at the `restricted` level, its own working directory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import json
 import os
 import selectors
-import shutil
 import signal
-import struct
 import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import msgpack
 from PIL import Image
 
 from toolserver.sandbox import child as child_side
-from toolserver.sandbox.confine import (
-    DEVICES,
-    Limits,
-    die_with_parent,
-    drop_user,
-    enter_namespaces,
-    landlock_abi,
-    landlock_apply,
-    landlock_ruleset,
-    library_paths,
-    load_seccomp,
-    mapped_bytes,
-    seccomp_program,
-    set_limits,
-)
+from toolserver.sandbox.children import CHILD_ENV, Children, become_subreaper, reap_group
+from toolserver.sandbox.confine import landlock_abi
+from toolserver.sandbox.pipes import HEADER, widen_pipe
 from toolserver.sandbox.selftest import self_test
+from toolserver.sandbox.workers import Worker, Workers
 
-HEADER = struct.Struct(">I")
-PIPE_BYTES = 1 << 20
-CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
-             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+CELL_FIELDS = ("code", "max_output_bytes", "max_images", "max_pixels", "figure_dpi", "figure_bbox")
 
 
 @dataclass
@@ -63,6 +49,8 @@ class Running:
     deadline: float
     started: float
     max_bytes: int
+    worker: Worker | None = None
+    fresh: bool = False  # the worker was started for this cell
     buffer: bytearray = field(default_factory=bytearray)
     killed: str | None = None  # why the zygote killed it
 
@@ -70,16 +58,11 @@ class Running:
 class Zygote:
     def __init__(self, config: dict[str, Any]):
         self.runtime = Path(config["runtime_dir"])
-        self.uid_base = int(config["uid_base"])
-        self.free_slots = list(range(int(config["slots"])))[::-1]
-        self.as_root = os.geteuid() == 0
-        self.landlock = landlock_abi() >= 1
-        # Made once, applied by each child: the seccomp program, and the Landlock rulesets (per slot at the
-        # `restricted` level, whose working directory is the slot's).
-        self.seccomp = seccomp_program()
-        self.scope_ruleset = landlock_ruleset([], [], files=False) if self.landlock else None
-        self.file_rulesets: dict[int, int] = {}
-        self.root = self.runtime / "root"
+        slots = int(config["slots"])
+        self.free_slots = list(range(slots))[::-1]
+        self.workers = Workers(list(range(slots, slots + int(config.get("worker_slots", 0))))[::-1])
+        self.children = Children(self.runtime, int(config["uid_base"]))
+        self.as_root, self.landlock = self.children.as_root, self.children.landlock
         self.running: dict[int, Running] = {}  # by the read end of the child's result pipe
         self.selector = selectors.DefaultSelector()
         self.inbox = bytearray()
@@ -89,81 +72,14 @@ class Zygote:
         self.images: OrderedDict[str, Image.Image] = OrderedDict()
         self.image_bytes, self.image_budget = 0, int(config.get("image_cache_bytes", 512 << 20))
 
-    # -- children ---------------------------------------------------------------------------------
-    def workdir(self, slot: int) -> Path:
-        return self.runtime / "work" / str(slot)
-
-    def prepare(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        readable = library_paths()
-        for slot in self.free_slots:
-            self.reset_workdir(slot)
-            if self.landlock:
-                self.file_rulesets[slot] = landlock_ruleset(readable, [str(self.workdir(slot)),
-                                                                       *(f"/dev/{d}" for d in DEVICES)])
-
-    def reset_workdir(self, slot: int) -> None:
-        """Emptied, not replaced: the slot's Landlock ruleset names this very directory."""
-        path = self.workdir(slot)
-        path.mkdir(parents=True, mode=0o700, exist_ok=True)
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        os.unlink(entry.path)
-        path.chmod(0o700)
-        if self.as_root:
-            os.chown(path, self.uid_base + slot, self.uid_base + slot)
-
+    # what the self-test uses
     def fork(self, message: dict[str, Any], slot: int) -> tuple[int, int]:
-        read_end, write_end = os.pipe()
-        widen_pipe(write_end)
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            os.close(read_end)
-            self._child(message, write_end, slot)
-        os.close(write_end)
+        pid, read_end, _ = self.children.fork(message, slot)
         return pid, read_end
 
-    def _child(self, message: dict[str, Any], result_fd: int, slot: int) -> NoReturn:
-        try:
-            os.setsid()  # its own process group, killed whole
-            devnull = os.open("/dev/null", os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            os.environ.clear()
-            os.environ.update(CHILD_ENV)
-            limits, mapped = Limits(**message.get("limits", {})), mapped_bytes()
-            if message["level"] == "namespaces":
-                enter_namespaces(self.root, limits, self.as_root)
-                if self.scope_ruleset is not None:  # signals: a user-namespace child shares the zygote's uid
-                    landlock_apply(self.scope_ruleset)
-            else:
-                os.chdir(self.workdir(slot))
-                if slot in self.file_rulesets:
-                    landlock_apply(self.file_rulesets[slot])
-            os.closerange(3, result_fd)  # the rulesets too, now that they are applied
-            os.closerange(result_fd + 1, 1 << 16)
-            set_limits(limits, mapped)
-            drop_user(self.uid_base + slot, self.as_root)
-            die_with_parent()  # after the uid switch, which clears it; a zygote killed outright takes its runs
-            load_seccomp(self.seccomp)
-        except BaseException as exc:
-            with contextlib.suppress(BaseException):
-                child_side.send(result_fd, {"status": "confinement_failed", "error": f"{type(exc).__name__}: {exc}"})
-            os._exit(70)
-        try:
-            sys.argv = [""]
-            child_side.send(result_fd, child_side.execute(child_side.Request.of(message)))
-        finally:
-            os._exit(0)
+    def reset_workdir(self, slot: int) -> None:
+        self.children.reset_workdir(slot)
 
-    def self_test(self) -> dict[str, str]:
-        return self_test(self)
-
-    # -- the loop -----------------------------------------------------------------------------------
     def send(self, message: dict[str, Any], attachment: bytearray | None = None) -> None:
         """A frame, and after it (when given) the child's message as a second frame, written from its buffer."""
         payload = msgpack.packb(message, use_bin_type=True)
@@ -173,6 +89,7 @@ class Zygote:
             self.out.write(memoryview(attachment))
         self.out.flush()
 
+    # -- the loop -----------------------------------------------------------------------------------
     def serve(self) -> None:
         os.set_blocking(0, False)
         self.selector.register(0, selectors.EVENT_READ, "requests")
@@ -185,14 +102,20 @@ class Zygote:
                         return
                 else:
                     self._read_result(key.fd)
-            self._enforce_deadlines()
+            now = time.monotonic()
+            for fd, run in list(self.running.items()):
+                if now >= run.deadline:
+                    self._kill(run, "timeout")
+                    self._finish(fd)
 
     def _kill_all(self) -> None:
-        for run in self.running.values():
-            self._kill(run, "stopped")
-        for run in self.running.values():
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(run.pid, 0)
+        pids = [run.pid for run in self.running.values()]
+        pids += [worker.pid for worker in self.workers.all() if not worker.busy]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        for pid in pids:
+            reap_group(pid)
 
     def _read_requests(self) -> bool:
         try:
@@ -200,7 +123,7 @@ class Zygote:
         except BlockingIOError:
             return True
         if not chunk:
-            return False  # the server went away: so do we (the children die with their process groups)
+            return False
         self.inbox += chunk
         while len(self.inbox) >= HEADER.size:
             (size,) = HEADER.unpack_from(self.inbox)
@@ -208,25 +131,105 @@ class Zygote:
                 break
             message = msgpack.unpackb(bytes(self.inbox[HEADER.size:HEADER.size + size]), raw=False)
             del self.inbox[:HEADER.size + size]
-            self._start(message)
+            if message.get("type") == "close":
+                self._close_worker(str(message["worker"]))
+            elif message.get("worker") is not None:
+                self._start_cell(message)
+            else:
+                self._start(message)
         return True
 
+    # -- one-shot executions ------------------------------------------------------------------------------
     def _start(self, message: dict[str, Any]) -> None:
         if not self.free_slots:
-            self.send({"type": "result", "id": message["id"], "status": "busy"})
+            self._answer(message, {"status": "busy"})
             return
         missing = self._resolve_images(message)
         if missing:
-            self.send({"type": "result", "id": message["id"], "status": "missing_images", "missing": missing})
+            self._answer(message, {"status": "missing_images", "missing": missing})
             return
         slot = self.free_slots.pop()
-        started = time.monotonic()
-        pid, read_end = self.fork(message, slot)
+        pid, read_end, _ = self.children.fork(message, slot)
+        self._watch(message, read_end, Running(message["id"], pid, slot, 0, 0, 0))
+
+    def _watch(self, message: dict[str, Any], read_end: int, run: Running) -> None:
+        run.started = time.monotonic()
+        run.deadline = run.started + float(message["timeout_s"])
+        run.max_bytes = int(message.get("max_result_bytes", 256 << 20))
         os.set_blocking(read_end, False)
-        self.running[read_end] = Running(message["id"], pid, slot, started + float(message["timeout_s"]), started,
-                                         int(message.get("max_result_bytes", 256 << 20)))
+        self.running[read_end] = run
         self.selector.register(read_end, selectors.EVENT_READ, "child")
 
+    def _answer(self, message: dict[str, Any], result: dict[str, Any]) -> None:
+        self.send({"type": "result", "id": message["id"], **result})
+
+    # -- stateful workers -----------------------------------------------------------------------------------
+    def _start_cell(self, message: dict[str, Any]) -> None:
+        worker_id = str(message["worker"])
+        worker = self.workers.get(worker_id)
+        if worker is not None and worker.busy:
+            self._answer(message, {"status": "busy"})
+            return
+        if worker is None:
+            self._open_worker(message, worker_id)
+            return
+        payload = msgpack.packb({k: message[k] for k in CELL_FIELDS if k in message}, use_bin_type=True)
+        try:  # code only: it fits the (emptied) pipe, so the zygote never waits on a worker
+            written = os.write(worker.to_worker, HEADER.pack(len(payload)) + payload)
+        except OSError:
+            written = -1
+        if written != HEADER.size + len(payload):
+            self._drop_worker(worker)
+            self._answer(message, {"status": "crashed", "error": "the worker stopped reading", "worker_lost": True})
+            return
+        worker.busy = True
+        self._watch(message, worker.from_worker, Running(message["id"], worker.pid, worker.slot, 0, 0, 0, worker))
+
+    def _open_worker(self, message: dict[str, Any], worker_id: str) -> None:
+        slot = self.workers.take_slot()
+        if slot is None and (idle := self.workers.least_recent_idle()) is not None:
+            self._drop_worker(idle)  # its session's next cell starts afresh, and is told so
+            slot = self.workers.take_slot()
+        if slot is None:
+            self._answer(message, {"status": "busy"})
+            return
+        missing = self._resolve_images(message)
+        if missing:
+            self.workers.release_slot(slot)
+            self._answer(message, {"status": "missing_images", "missing": missing})
+            return
+        pid, read_end, to_worker = self.children.fork(message, slot, worker=True)
+        assert to_worker is not None
+        os.set_blocking(to_worker, False)
+        worker = Worker(worker_id, pid, slot, to_worker, read_end, busy=True)
+        self.workers.add(worker)
+        self._watch(message, read_end, Running(message["id"], pid, slot, 0, 0, 0, worker, fresh=True))
+
+    def _close_worker(self, worker_id: str) -> None:
+        worker = self.workers.get(worker_id)
+        if worker is None:
+            return
+        run = self.running.get(worker.from_worker)
+        if run is not None:  # a cell in flight: it ends as killed
+            self._kill(run, "closed")
+            self._finish(worker.from_worker)
+        else:
+            self._drop_worker(worker)
+
+    def _drop_worker(self, worker: Worker) -> int | None:
+        """Kills the worker and its group; the signal that ended it, if one did before."""
+        self.workers.remove(worker.worker_id)
+        for fd in (worker.to_worker, worker.from_worker):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.pid, signal.SIGKILL)
+        ended = reap_group(worker.pid)
+        self.children.reset_workdir(worker.slot)
+        self.workers.release_slot(worker.slot)
+        return ended
+
+    # -- images ------------------------------------------------------------------------------------------
     def _resolve_images(self, message: dict[str, Any]) -> list[str]:
         """Each image spec as a PIL image (`resolved`), from its bytes or from the cache; the keys not cached."""
         resolved, missing = [], []
@@ -256,6 +259,7 @@ class Zygote:
             _, old = self.images.popitem(last=False)
             self.image_bytes -= len(old.getbands()) * old.width * old.height
 
+    # -- results --------------------------------------------------------------------------------------------
     def _read_result(self, fd: int) -> None:
         run = self.running[fd]
         try:
@@ -272,13 +276,6 @@ class Zygote:
             return
         self._finish(fd)  # the pipe closed without a whole message: the child died
 
-    def _enforce_deadlines(self) -> None:
-        now = time.monotonic()
-        for fd, run in list(self.running.items()):
-            if now >= run.deadline:
-                self._kill(run, "timeout")
-                self._finish(fd)
-
     def _kill(self, run: Running, reason: str) -> None:
         run.killed = run.killed or reason
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -287,26 +284,34 @@ class Zygote:
     def _finish(self, fd: int) -> None:
         run = self.running.pop(fd)
         self.selector.unregister(fd)
+        meta = {"type": "result", "id": run.request_id, "seconds": time.monotonic() - run.started}
+        whole = bool(run.buffer) and child_side.frame_length(run.buffer) == len(run.buffer)
+        if run.worker is not None:
+            meta["worker_started"] = run.fresh
+            if whole and not run.killed:  # the worker lives on, with its namespace, for the next cell
+                run.worker.busy = False
+                self.send({**meta, "attached": True}, attachment=run.buffer)
+                return
+            ended = self._drop_worker(run.worker)
+            self.send({**meta, **self._result(run, ended), "worker_lost": True})
+            return
         os.close(fd)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(run.pid, signal.SIGKILL)  # whatever the code left running ends with its run
-        _, status = os.waitpid(run.pid, 0)
-        result = self._result(run, status)
-        result.update({"type": "result", "id": run.request_id, "seconds": time.monotonic() - run.started})
-        self.reset_workdir(run.slot)
+        result = {**meta, **self._result(run, reap_group(run.pid))}
+        self.children.reset_workdir(run.slot)
         self.free_slots.append(run.slot)
         self.send(result, attachment=run.buffer if result.get("attached") else None)
 
-    def _result(self, run: Running, status: int) -> dict[str, Any]:
+    def _result(self, run: Running, signal_number: int | None) -> dict[str, Any]:
         if run.killed:
             return {"status": run.killed}
         if run.buffer and child_side.frame_length(run.buffer) == len(run.buffer):
             return {"attached": True}  # the child's message follows as it is; the server reads and checks it
-        if os.WIFSIGNALED(status):
-            signal_number = os.WTERMSIG(status)
+        if signal_number is not None:
             reason = "cpu_limit" if signal_number == signal.SIGXCPU else "crashed"
             return {"status": reason, "error": f"killed by {signal.Signals(signal_number).name}"}
-        return {"status": "crashed", "error": f"exited with status {os.waitstatus_to_exitcode(status)} and no result"}
+        return {"status": "crashed", "error": "the code's process ended without a result"}
 
 
 # Imported by the zygote: what code commonly uses, so that a child need not read the interpreter's files (at the
@@ -315,12 +320,6 @@ STDLIB = ("base64", "collections", "copy", "csv", "dataclasses", "datetime", "de
           "hashlib", "heapq", "itertools", "json", "math", "operator", "random", "re", "statistics", "string",
           "textwrap", "typing", "ctypes.util", "colorsys", "bisect", "pprint", "struct", "zlib", "encodings.idna",
           "socket")
-
-
-def widen_pipe(fd: int) -> None:
-    """A 1 MiB pipe buffer instead of 64 KiB: a 3 MB image crosses in a few reads, not fifty wake-ups."""
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 def preimport() -> None:
@@ -333,9 +332,12 @@ def preimport() -> None:
     import pyseccomp  # noqa: F401
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # builds the font list once
+    import matplotlib.pyplot as plt  # builds the font list once
     import numpy  # noqa: F401
-    from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageOps  # noqa: F401
+    from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps  # noqa: F401
+
+    Image.init()  # every image format's plugin
+    plt.close(plt.figure())  # the backend and what a first figure loads, so a child need not read them
 
 
 def become_unprivileged(runtime: Path, uid: int) -> None:
@@ -354,11 +356,12 @@ def main() -> None:
     preimport()
     if config.get("user_namespace") and os.geteuid() == 0:
         become_unprivileged(Path(config["runtime_dir"]), int(config["uid_base"]) - 1)
+    become_subreaper()
     zygote = Zygote(config)
     for fd in (0, 1):
         widen_pipe(fd)
-    zygote.prepare()
-    zygote.send({"type": "hello", "levels": zygote.self_test(), "pid": os.getpid(), "root": zygote.as_root,
+    zygote.children.prepare([*zygote.free_slots, *zygote.workers.free_slots])
+    zygote.send({"type": "hello", "levels": self_test(zygote), "pid": os.getpid(), "root": zygote.as_root,
                  "landlock": landlock_abi()})
     zygote.serve()
 
