@@ -110,3 +110,27 @@ def test_a_session_s_worker_ends_with_the_session_released_or_expired(tmp_path):
         await core.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+# An environment's runner as data, here PyVision-RL's: its header defines the figure list and the capture function
+# that `plt.show()` is rewritten to; an error reads as `str(e)`, and what was printed before it is not shown.
+PYVISION_LIKE = {
+    "preamble": ("import base64, io\nimport matplotlib.pyplot as plt\n_captured_figures = []\n"
+                 "def _capture():\n    buf = io.BytesIO()\n    plt.savefig(buf, format='png')\n"
+                 "    _captured_figures.append(base64.b64encode(buf.getvalue()).decode())\n    plt.close()\n"),
+    "rewrites": [["plt.show()", "_capture()"]], "error_style": "message", "collect": "_captured_figures",
+    "show_hook": False,
+}
+
+
+def test_an_environment_s_runner_given_as_data(sandbox, level):
+    worker = f"env-{level}"
+    first = sandbox.run("plt.figure(figsize=(3, 2), dpi=50)\nplt.plot([1, 2])\nplt.show()\nprint('shown')",
+                        level=level, worker=worker, runner=PYVISION_LIKE)
+    assert first.ok and first.stdout == "shown\n" and [image.size for image in first.images] == [(150, 100)]
+    assert first.images[0].mode == "RGB"  # composited on white, as the server takes every figure in
+    failed = sandbox.run("print('lost')\n{}['k']", level=level, worker=worker, runner=PYVISION_LIKE)
+    assert failed.status == "error" and failed.error == "'k'"
+    later = sandbox.run("print(len(_captured_figures))", level=level, worker=worker, runner=PYVISION_LIKE)
+    assert later.stdout == "1\n" and later.images == []
+    sandbox.close_worker(worker)

@@ -103,6 +103,18 @@ class CallFormat:
         return None
 
 
+class RawTextFormat(CallFormat):
+    """A system whose turn runs one call and whose observation is that call's text, appended to the token stream
+    as it is (`prompt`), `<image>` marking each image; as chat, one user message with the images in place."""
+
+    @staticmethod
+    def last_text(results: Sequence[ToolResult]) -> str | None:
+        return results[-1].text if results else None
+
+    def observation(self, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
+        return raw_text_messages(self.last_text(results), results)
+
+
 def raw_text_messages(text: str | None, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
     """A raw-text observation as one `user` message, each `<image>` in the text replaced by the next image."""
     if text is None:

@@ -11,17 +11,16 @@ marking its image; verl-tool's agent loop wraps it in the chat template it is se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from toolserver import jsonio
-from toolserver.formats.base import CallFormat, Parsed, ParsedCall, TurnRule, raw_text_messages
+from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.models import ToolResult
 
 # PixelReasonerTool.valid_mcp_func_names: any other name is not an action at all.
 ACTIONS = ("zoom_in", "crop_image_normalized", "select_frames", "crop_image")
 
 
-class PixelReasoner(CallFormat):
+class PixelReasoner(RawTextFormat):
     name = "pixel-reasoner"
     description = "Pixel-Reasoner (verl-tool): the first <tool_call> only; raw-text observation with <image>."
     turn = TurnRule(max_calls=1)
@@ -49,14 +48,8 @@ class PixelReasoner(CallFormat):
             out.calls.append(ParsedCall(name, call["arguments"]))
         return out
 
-    def _text(self, results: Sequence[ToolResult]) -> str | None:
-        return results[-1].text if results else None
-
-    def observation(self, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
-        return raw_text_messages(self._text(results), results)
-
     def prompt(self, results: Sequence[ToolResult]) -> str | None:
-        text = self._text(results)
+        text = self.last_text(results)
         return "" if text is None else text
 
 

@@ -8,6 +8,7 @@ other built-in profile reproduces one paper's tool environment and is frozen (it
 from __future__ import annotations
 
 from toolserver.errors import BadRequest
+from toolserver.formats import FORMATS, register_format
 from toolserver.profiles import (
     arm_thinker,
     deepeyes,
@@ -17,6 +18,7 @@ from toolserver.profiles import (
     mags_rl,
     mgpo,
     pixel_reasoner,
+    pyvision_rl,
     qwen3_vl,
 )
 from toolserver.profiles.base import Alpha, Profile, ProfileError
@@ -25,7 +27,8 @@ from toolserver.registry import BUILTIN, Registry
 __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "get_profile", "register_profile"]
 
 # The built-in systems, in the order `/v1/profiles` lists them.
-BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl)
+BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
+                   pyvision_rl)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 
@@ -38,6 +41,8 @@ def register_profile(profile: Profile, source: str = BUILTIN) -> Profile:
 
 for _module in BUILTIN_MODULES:
     for _profile in _module.PROFILES:
+        if FORMATS.get(_profile.format.name) is None:  # an environment module's own call format
+            register_format(_profile.format)
         register_profile(_profile)
 
 

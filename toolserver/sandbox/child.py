@@ -9,6 +9,7 @@ Images come back as `plt.show()` figures (PNG, as matplotlib saves them) and as 
 
 from __future__ import annotations
 
+import base64
 import builtins
 import contextlib
 import io
@@ -39,6 +40,15 @@ class Request:
     max_pixels: int = 16_777_216
     figure_dpi: float | None = None  # None: each figure's own dpi
     figure_bbox: str | None = None  # "tight" to crop figures to their content
+    # An environment's own runner (the code-as-tool profiles), as data: what its namespace runs first, how the
+    # code is rewritten before it runs, how an error reads, and which list its figures are collected in.
+    preamble: str = ""  # run once when the namespace is made (after the images are bound)
+    rewrites: list[list[str]] = field(default_factory=list)  # literal [old, new] replacements of the code
+    error_style: str = "traceback"  # or "message": `str(exc)` alone
+    collect: str | None = None  # a list in the namespace: what the code appends to it is the cell's images
+    show_hook: bool = True  # `plt.show()` shows every open figure (off: the preamble decides)
+    close_on_error: bool = False  # an error closes every open figure
+    filename: str = CODE_NAME  # what tracebacks and syntax errors call the code (`exec` of a string: "<string>")
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> Request:
@@ -59,11 +69,13 @@ class Collected:
 class Cells:
     """A namespace that cells run in one after another (one execution is a single cell)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: Request) -> None:
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "images": []}
-        self.current = Collected(Request(code="", images=[]))
+        self.current = Collected(first)
         self.namespace["display"] = lambda obj: _keep_image(obj, self.current)
-        _hook_matplotlib(self)
+        if first.show_hook:
+            _hook_matplotlib(self)
+        self.preamble = first.preamble
 
     def start(self, request: Request) -> Collected:
         """The cell's images bound under their names (added to `images`), and a fresh `Collected`."""
@@ -72,6 +84,13 @@ class Cells:
             self.namespace["images"].append(image)
         self.current = Collected(request)
         return self.current
+
+    def run_preamble(self) -> None:
+        """The environment's header, once (inside the first cell's error handling: a failing header is that
+        cell's error)."""
+        if self.preamble:
+            preamble, self.preamble = self.preamble, ""
+            exec(compile(preamble, "<preamble>", "exec"), self.namespace)
 
 
 def _keep_image(obj: Any, collected: Collected) -> None:
@@ -120,8 +139,12 @@ def _hook_matplotlib(cells: Cells) -> None:
 def execute(request: Request, cells: Cells | None = None) -> dict[str, Any]:
     """Runs the code (in `cells`' namespace, or a fresh one) with stdout and stderr going to files in the
     working directory; never raises."""
-    cells = cells or Cells()
+    cells = cells or Cells(request)
     collected = cells.start(request)
+    code = request.code
+    for old, new in request.rewrites:
+        code = code.replace(old, new)
+    before = 0
     out = os.open(STDOUT, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     err = os.open(STDERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
@@ -132,25 +155,49 @@ def execute(request: Request, cells: Cells | None = None) -> dict[str, Any]:
     os.close(err)
     error = None
     try:
+        cells.run_preamble()
+        kept = cells.namespace.get(request.collect) if request.collect else None
+        before = len(kept) if isinstance(kept, list) else 0  # what was there before the cell is not its own
         # Tracebacks quote the code's lines, as they would from a file.
-        linecache.cache[CODE_NAME] = (len(request.code), None, request.code.splitlines(True), CODE_NAME)
-        exec(compile(request.code, CODE_NAME, "exec"), cells.namespace)  # the point of the sandbox
+        linecache.cache[request.filename] = (len(code), None, code.splitlines(True), request.filename)
+        exec(compile(code, request.filename, "exec"), cells.namespace)  # the point of the sandbox
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are the code's too
-        error = _user_traceback(exc)
+        error = str(exc) if request.error_style == "message" else _user_traceback(exc, request.filename)
+    if error is not None and request.close_on_error:
+        with contextlib.suppress(Exception):
+            import matplotlib.pyplot as plt
+
+            plt.close("all")
+    if request.collect and error is None:
+        _collect_list(collected, cells.namespace.get(request.collect), before)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError):  # a full file-size limit
             stream.flush()
     stdout, stdout_more = _read_capped(STDOUT, request.max_output_bytes)
     stderr, stderr_more = _read_capped(STDERR, request.max_output_bytes)
-    return {"status": "error" if error else "ok", "stdout": stdout, "stdout_dropped": stdout_more,
+    return {"status": "ok" if error is None else "error", "stdout": stdout, "stdout_dropped": stdout_more,
             "stderr": stderr, "stderr_dropped": stderr_more, "error": error, "images": collected.images,
             "images_dropped": collected.dropped}
 
 
-def _user_traceback(exc: BaseException) -> str:
+def _collect_list(collected: Collected, kept: Any, before: int) -> None:
+    """What the cell appended to an environment's figure list: PIL images, PNG bytes or base64 PNG text."""
+    if not isinstance(kept, list):
+        return
+    for item in kept[before:]:
+        if isinstance(item, Image.Image):
+            _keep_image(item, collected)
+        elif isinstance(item, bytes | str):
+            data = base64.b64decode(item) if isinstance(item, str) else item
+            with contextlib.suppress(Exception):
+                size = Image.open(io.BytesIO(data)).size
+                _collect(collected, {"kind": "figure", "format": "png", "data": data}, size)
+
+
+def _user_traceback(exc: BaseException, filename: str) -> str:
     """The traceback from the code's own frames on (the runner's frames are not the model's business)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    first = next((i for i, frame in enumerate(frames) if frame.filename == CODE_NAME), len(frames))
+    first = next((i for i, frame in enumerate(frames) if frame.filename == filename), len(frames))
     exc.__traceback__ = _skip(exc.__traceback__, first)
     return "".join(traceback.format_exception(exc))
 
@@ -220,7 +267,7 @@ def serve_cells(requests_fd: int, result_fd: int, first: Request) -> None:
     """A stateful worker: runs `first`, then each cell the zygote writes to `requests_fd`, in one namespace,
     answering each on `result_fd`, until its requests end. Later cells carry code only (their images were given
     with the first), so a cell always fits the pipe and the zygote never blocks on a worker."""
-    cells = Cells()
+    cells = Cells(first)
     request = first
     while True:
         send(result_fd, execute(request, cells))

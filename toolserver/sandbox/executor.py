@@ -22,7 +22,7 @@ import tempfile
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,11 +191,12 @@ class Sandbox:
     # -- executions -----------------------------------------------------------------------------------
     def run(self, code: str, images: Sequence[SandboxImage] = (), *, timeout_s: float | None = None,
             figure_dpi: float | None = None, figure_bbox: str | None = None, level: str | None = None,
-            worker: str | None = None) -> Execution:
+            worker: str | None = None, runner: Mapping[str, Any] | None = None) -> Execution:
         """Runs `code` with each image bound to its names (and all of them, in order, as `images`). `worker`: run
         it as the next cell of that stateful worker (started with this cell, and given the images, if it does not
-        exist; kept with its namespace until `close_worker`, a timeout or a crash). `level`: a level below the one
-        in force, for tests that cover every level the host allows."""
+        exist; kept with its namespace until `close_worker`, a timeout or a crash). `runner`: an environment's
+        own runner (`child.Request`: preamble, rewrites, error_style, collect, show_hook). `level`: a level below
+        the one in force, for tests that cover every level the host allows."""
         self.start()
         if self.level is None:
             raise SandboxUnavailable(self.unavailable_reason())
@@ -206,7 +207,7 @@ class Sandbox:
                    "limits": dataclasses.asdict(self.config.limits), "max_output_bytes": self.config.max_output_bytes,
                    "max_images": self.config.max_images, "max_pixels": self.config.max_pixels,
                    "max_result_bytes": self.config.max_result_bytes, "figure_dpi": figure_dpi,
-                   "figure_bbox": figure_bbox, "worker": worker}
+                   "figure_bbox": figure_bbox, "worker": worker, **(runner or {})}
         with self._slots:
             self.live += 1
             try:

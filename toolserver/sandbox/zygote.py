@@ -38,7 +38,8 @@ from toolserver.sandbox.pipes import HEADER, widen_pipe
 from toolserver.sandbox.selftest import self_test
 from toolserver.sandbox.workers import Worker, Workers
 
-CELL_FIELDS = ("code", "max_output_bytes", "max_images", "max_pixels", "figure_dpi", "figure_bbox")
+CELL_FIELDS = ("code", "max_output_bytes", "max_images", "max_pixels", "figure_dpi", "figure_bbox", "rewrites",
+               "error_style", "collect", "close_on_error", "filename")
 
 
 @dataclass
