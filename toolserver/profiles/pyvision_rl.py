@@ -63,13 +63,13 @@ from PIL import Image
 import io
 import base64
 import numpy as np
+_names = sorted((n for n in globals() if n.startswith('image_clue_')), key=lambda n: int(n[11:]))
 _name = _buffer = None
-for _name in sorted((n for n in globals() if n.startswith('image_clue_')), key=lambda n: int(n[11:])):
+for _name in _names:
     _buffer = io.BytesIO()
     globals()[_name].save(_buffer, format='PNG')
     globals()[_name] = Image.open(io.BytesIO(_buffer.getvalue()))
-_captured_figures = [globals()[n] for n in sorted((n for n in globals() if n.startswith('image_clue_')),
-                                                   key=lambda n: int(n[11:]))]
+_captured_figures = [globals()[n] for n in _names]
 def _internal_capture_plt_figure():
     fig = plt.gcf()
     width_px = fig.get_figwidth() * fig.dpi
@@ -82,7 +82,7 @@ def _internal_capture_plt_figure():
     buf.seek(0)
     _captured_figures.append(base64.b64encode(buf.read()).decode('utf-8'))
     plt.close()
-del _name, _buffer
+del _names, _name, _buffer
 """
 RUNNER = {"preamble": HEADER, "rewrites": [["plt.show()", "_internal_capture_plt_figure()"]],
           "error_style": "message", "collect": "_captured_figures", "show_hook": False, "close_on_error": True,

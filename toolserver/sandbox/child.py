@@ -25,10 +25,12 @@ import msgpack
 import numpy as np
 from PIL import Image
 
+from toolserver.sandbox.pipes import read_message
+
 CODE_NAME = "<code>"
 STDOUT, STDERR = ".stdout", ".stderr"
 FRAME = struct.Struct(">II")  # the lengths of a result's msgpack part and of its image bytes
-IMAGE_MODES = {"1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16", "F", "CMYK", "YCbCr"}
+RAW_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}  # the modes pixels cross the pipes in, and bytes per pixel
 
 
 @dataclass
@@ -100,10 +102,16 @@ def _keep_image(obj: Any, collected: Collected) -> None:
         obj = Image.fromarray(array)
     if not isinstance(obj, Image.Image):
         raise TypeError(f"display() takes a PIL image or a numpy array, not {type(obj).__name__}")
-    if obj.mode not in IMAGE_MODES or obj.mode in {"P", "CMYK", "YCbCr", "I", "I;16", "F", "1"}:
-        obj = obj.convert("RGBA" if "A" in obj.getbands() or obj.mode == "P" else "RGB")
+    obj = in_raw_mode(obj)
     _collect(collected, {"kind": "image", "format": "raw", "mode": obj.mode, "size": list(obj.size),
                          "data": obj.tobytes()}, obj.size)
+
+
+def in_raw_mode(image: Image.Image) -> Image.Image:
+    """The image in one of `RAW_MODES` (with alpha where it had any, or a palette), as it crosses the pipes."""
+    if image.mode in RAW_MODES:
+        return image
+    return image.convert("RGBA" if "A" in image.getbands() or image.mode == "P" else "RGB")
 
 
 def _collect(collected: Collected, item: dict[str, Any], size: tuple[int, int]) -> None:
@@ -271,28 +279,7 @@ def serve_cells(requests_fd: int, result_fd: int, first: Request) -> None:
     request = first
     while True:
         send(result_fd, execute(request, cells))
-        message = _read_message(requests_fd)
+        message = read_message(requests_fd)
         if message is None:
             return
         request = Request.of(message)
-
-
-def _read_message(fd: int) -> dict[str, Any] | None:
-    header = _read_exactly(fd, 4)
-    if header is None:
-        return None
-    payload = _read_exactly(fd, struct.unpack(">I", header)[0])
-    if payload is None:
-        return None
-    message = msgpack.unpackb(payload, raw=False)
-    return message if isinstance(message, dict) else None
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        chunk = os.read(fd, size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)

@@ -38,7 +38,6 @@ from toolserver.sandbox.pipes import HEADER
 
 log = logging.getLogger("toolserver.sandbox")
 START_TIMEOUT_S = 60
-RAW_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
 MAX_KEYS_REMEMBERED = 100_000
 
 
@@ -244,9 +243,7 @@ class Sandbox:
         if key in self._sent and not resend:
             self._sent.move_to_end(key)
             return spec
-        pixels = image.image
-        if pixels.mode not in RAW_MODES:
-            pixels = pixels.convert("RGBA" if "A" in pixels.getbands() or pixels.mode == "P" else "RGB")
+        pixels = child_side.in_raw_mode(image.image)
         self._sent[key] = None
         while len(self._sent) > MAX_KEYS_REMEMBERED:
             self._sent.popitem(last=False)
@@ -321,12 +318,12 @@ class Sandbox:
             except Exception:
                 return None
         mode, size = item.get("mode"), item.get("size")
-        if mode not in RAW_MODES or not isinstance(size, list) or len(size) != 2:
+        if mode not in child_side.RAW_MODES or not isinstance(size, list) or len(size) != 2:
             return None
         width, height = int(size[0]), int(size[1])
         if width <= 0 or height <= 0 or width * height > self.config.max_pixels:
             return None
-        if len(data) != width * height * RAW_MODES[mode]:
+        if len(data) != width * height * child_side.RAW_MODES[mode]:
             return None
         return Image.frombytes(mode, (width, height), data)
 
