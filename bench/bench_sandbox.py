@@ -8,6 +8,11 @@ crop of a real photo; each of N sessions calls one tool in a loop, all sessions 
 very code (`display(image_1.crop(...))`, the crop's pixels taken out as bytes as `display` does) with `exec` in
 this process. Reported per case: p50/p99 per call and calls/s; the sandbox's isolation level; and memory: the
 zygote's unique set size, and a live stateful worker's (the mean of 8, each holding the image and a crop).
+
+Then each code-as-tool environment's own cost per cell, one session calling in a loop: a cell that prints, as
+each environment runs it (`run_python`: a one-shot child; the profiles: the session's stateful worker, through
+the environment's runner: PyVision-RL's header, DeepEyesV2's rewrite and IPython shell, Thyme's rewrites and
+executor).
 """
 
 from __future__ import annotations
@@ -70,6 +75,28 @@ async def tool_case(core: Core, data: bytes, tool: str, sessions: int, calls: in
     return seconds, len(seconds) / wall
 
 
+ENVIRONMENTS = {"default": ("run_python", {"code": "x = 6 * 7\nprint(x)"}),
+                "pyvision-rl": ("python", {"code": "x = 6 * 7\nprint(x)"}),
+                "deepeyes-v2": ("python", {"code": "x = 6 * 7\nprint(x)"}),
+                "thyme": ("python", {"code": "x = 6 * 7\nprint(x)"})}
+
+
+async def environment_case(core: Core, data: bytes, profile: str, calls: int) -> list[float]:
+    """Per-cell latency of a printing cell in one session of `profile` (its first cell, which starts the worker,
+    left out)."""
+    sid = (await core.create_session(CreateSessionRequest(profile=profile), [RawImage(data)])).session_id
+    tool, args = ENVIRONMENTS[profile]
+    seconds = []
+    for i in range(calls + 1):
+        started = time.perf_counter()
+        result = await core.call_tool(sid, tool, args)
+        if i:
+            seconds.append(time.perf_counter() - started)
+        assert "42" in result.text, result.text
+    await core.release(sid)
+    return seconds
+
+
 def memory(pid: int) -> int:
     """Unique set size: the private pages of a process (what a fork adds beyond the shared ones)."""
     total = 0
@@ -111,6 +138,9 @@ async def run(calls: int) -> dict:
     await core.start()
     sandbox = core.services.sandbox
     await asyncio.to_thread(sandbox.start)
+    assert sandbox._process is not None
+    # before any child shares its pages: what the zygote itself holds (its preimports, the environments' programs)
+    zygote_at_start = round(memory(sandbox._process.pid) / 2**20, 1)
     warm = await core.create_session(CreateSessionRequest(), [RawImage(data)])
     for tool in ("run_python", "zoom_in"):  # first calls (decodes, caches) out of the figures
         args = {"code": CODE.format(x=0, y=0)} if tool == "run_python" else {"image": 0, "bbox_2d": [0, 0, 10, 10]}
@@ -128,8 +158,16 @@ async def run(calls: int) -> dict:
                                     "p99_ms": round(percentile(seconds, 99) * 1e3, 1),
                                     "calls_per_s": round(rate, 1)})
             print(report["cases"][-1], flush=True)
+    report["environments"] = []
+    for profile in ENVIRONMENTS:
+        seconds = await environment_case(core, data, profile, calls)
+        report["environments"].append({"profile": profile, "calls": len(seconds),
+                                       "p50_ms": round(percentile(seconds, 50) * 1e3, 1),
+                                       "p99_ms": round(percentile(seconds, 99) * 1e3, 1)})
+        print(report["environments"][-1], flush=True)
     assert sandbox._process is not None
-    report["zygote_uss_mb"] = round(memory(sandbox._process.pid) / 2**20, 1)
+    report["zygote_uss_mb_at_start"] = zygote_at_start
+    report["zygote_uss_mb"] = round(memory(sandbox._process.pid) / 2**20, 1)  # after the run, one image cached
     report["worker_uss_mb"] = await worker_memory(sandbox, image)
     await core.stop()
     return report

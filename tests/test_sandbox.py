@@ -239,3 +239,42 @@ def _try(sandbox: Sandbox, code: str):
         return sandbox.run(code, level="restricted")
     except SandboxUnavailable as exc:
         return exc
+
+
+# -- environments' programs run under the same confinement -------------------------------------------------------
+
+def test_an_environment_s_shell_runs_confined_and_keeps_its_state(confined):
+    """DeepEyesV2's code server (IPython) in a stateful worker: its shell works at every level, and what the code
+    can reach through it is what any code can (IPython's `system` runs a shell that is not there, or is confined)."""
+    from toolserver.profiles.deepeyes_v2 import PREAMBLE
+
+    runner = {"program": "deepeyes_v2", "preamble": PREAMBLE, "show_hook": False, "options": {"alarm_s": 4.0}}
+    worker = f"ipython-{time.monotonic_ns()}"
+    red = Image.new("RGB", (64, 48), (255, 0, 0))
+    first = confined("secret = 41\nimage_1.size", images=[SandboxImage(["image_1"], red)], worker=worker,
+                     runner=runner)
+    assert first.ok and first.stdout == "Out[1]: (64, 48)\n", first
+    read = confined(f"print(secret + 1)\nopen({str(ROOT / 'pyproject.toml')!r}).read()", worker=worker, runner=runner)
+    assert read.stdout == "42\n" and "Error" in read.details["stderr"], read
+    assert "No such file" in read.details["stderr"] or "Permission denied" in read.details["stderr"]
+    shell = confined("get_ipython().system('cat /etc/shadow')", worker=worker, runner=runner)
+    assert "root:" not in shell.stdout + shell.details.get("stderr", "")
+
+
+def test_an_environment_s_files_live_in_the_sandbox(confined):
+    """Thyme's program: its input image and output directories are files in the sandbox, at every level."""
+    from toolserver.profiles.thyme import INPUT_NAME, USER_IMAGES
+
+    worker = f"thyme-{time.monotonic_ns()}"
+    runner = {"program": "thyme", "show_hook": False, "error_style": "message",
+              "options": {"key": "photo", "inputs": [[f"{INPUT_NAME}0", "photo"]], "user_images": USER_IMAGES,
+                          "timeout_s": 4.0, "images_held": 1}}
+    code = ("from PIL import Image\nimg = Image.open('/mnt/data/user_images/photo.png')\n"
+            "processed_path = '/mnt/data/temp_processed_images/crop.png'\nimg.crop((0, 0, 70, 70)).save(processed_path)"
+            "\nprint(processed_path)")
+    done = confined(code, images=[SandboxImage([f"{INPUT_NAME}0"], Image.new("RGB", (100, 80), (1, 2, 3)))],
+                    worker=worker, runner=runner)
+    assert done.ok and done.details["observation"] == "<image>", done
+    assert [image.size for image in done.images] == [(70, 70)]
+    escaped = confined(f"print(open({str(ROOT / 'pyproject.toml')!r}).read()[:10])", worker=worker, runner=runner)
+    assert escaped.details["observation"].startswith("Sandbox for photo: Code execution failed: [Errno"), escaped

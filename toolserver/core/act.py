@@ -35,7 +35,7 @@ async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *
     if turn.errors_last and all(r.ok for r in results):  # a broken call is reached after those before it
         _add_parser_results(parsed, records, results)
     results = call_format.finish(results)
-    done = parsed.done if parsed.done is not None else not (parsed.calls or parsed.errors or parsed.notices)
+    done = call_format.ends(parsed, results)
     return ActResponse(format=call_format.name, calls=records, results=results, done=done,
                        observation=call_format.observation(results), prompt=call_format.prompt(results))
 

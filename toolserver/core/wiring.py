@@ -51,6 +51,8 @@ class Services:
         sandbox = self.sandbox
         self.metrics.gauge("toolserver_sandbox_live_executions", "Code executions running now",
                            lambda: sandbox.live)
+        self.metrics.gauge("toolserver_sandbox_live_workers", "Stateful code workers alive (one per session of a "
+                           "code-as-tool environment)", lambda: len(sandbox.workers))
         pool = self.pool
         self.metrics.gauge("toolserver_pool_in_flight", "Jobs admitted to the work pool", lambda: pool.in_flight)
         for name, lane in pool.lanes.items():

@@ -89,6 +89,11 @@ class CallFormat:
         """The turn's results as the system reports them (some environments reword failures)."""
         return results
 
+    def ends(self, parsed: Parsed, results: Sequence[ToolResult]) -> bool:
+        """Whether the environment ends the episode after this turn: as the parser said, else when the text held
+        no call. (An environment whose results can end it too says so here.)"""
+        return parsed.done if parsed.done is not None else not (parsed.calls or parsed.errors or parsed.notices)
+
     def observation(self, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
         """One `user` message per result: its text, then its images."""
         messages: list[dict[str, Any]] = []

@@ -12,6 +12,7 @@ from toolserver.formats import FORMATS, register_format
 from toolserver.profiles import (
     arm_thinker,
     deepeyes,
+    deepeyes_v2,
     default,
     groundlight,
     imagent,
@@ -20,6 +21,7 @@ from toolserver.profiles import (
     pixel_reasoner,
     pyvision_rl,
     qwen3_vl,
+    thyme,
 )
 from toolserver.profiles.base import Alpha, Profile, ProfileError
 from toolserver.registry import BUILTIN, Registry
@@ -28,7 +30,7 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
-                   pyvision_rl)
+                   pyvision_rl, deepeyes_v2, thyme)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import importlib
 import io
 import linecache
 import os
@@ -30,6 +31,7 @@ from toolserver.sandbox.pipes import read_message
 CODE_NAME = "<code>"
 STDOUT, STDERR = ".stdout", ".stderr"
 FRAME = struct.Struct(">II")  # the lengths of a result's msgpack part and of its image bytes
+PROGRAMS = ("deepeyes_v2", "thyme")  # the modules of `toolserver.sandbox.programs`, the only ones a runner names
 RAW_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}  # the modes pixels cross the pipes in, and bytes per pixel
 
 
@@ -51,6 +53,10 @@ class Request:
     show_hook: bool = True  # `plt.show()` shows every open figure (off: the preamble decides)
     close_on_error: bool = False  # an error closes every open figure
     filename: str = CODE_NAME  # what tracebacks and syntax errors call the code (`exec` of a string: "<string>")
+    # An environment whose cells are more than `exec` (its own shell, rewrites, outputs): its module in
+    # `toolserver.sandbox.programs`, which runs each cell, and what that module is told.
+    program: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> Request:
@@ -72,9 +78,12 @@ class Cells:
     """A namespace that cells run in one after another (one execution is a single cell)."""
 
     def __init__(self, first: Request) -> None:
-        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "images": []}
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         self.current = Collected(first)
-        self.namespace["display"] = lambda obj: _keep_image(obj, self.current)
+        self.state: dict[str, Any] = {}  # a program's own, kept between cells (its shell)
+        if first.program is None:  # our own names; an environment's program makes the namespace its way
+            self.namespace["images"] = []
+            self.namespace["display"] = lambda obj: _keep_image(obj, self.current)
         if first.show_hook:
             _hook_matplotlib(self)
         self.preamble = first.preamble
@@ -83,7 +92,8 @@ class Cells:
         """The cell's images bound under their names (added to `images`), and a fresh `Collected`."""
         for names, image in request.images:
             self.namespace.update(dict.fromkeys(names, image))
-            self.namespace["images"].append(image)
+            if "images" in self.namespace and isinstance(self.namespace["images"], list):
+                self.namespace["images"].append(image)
         self.current = Collected(request)
         return self.current
 
@@ -103,7 +113,7 @@ def _keep_image(obj: Any, collected: Collected) -> None:
     if not isinstance(obj, Image.Image):
         raise TypeError(f"display() takes a PIL image or a numpy array, not {type(obj).__name__}")
     obj = in_raw_mode(obj)
-    _collect(collected, {"kind": "image", "format": "raw", "mode": obj.mode, "size": list(obj.size),
+    collect(collected, {"kind": "image", "format": "raw", "mode": obj.mode, "size": list(obj.size),
                          "data": obj.tobytes()}, obj.size)
 
 
@@ -114,7 +124,7 @@ def in_raw_mode(image: Image.Image) -> Image.Image:
     return image.convert("RGBA" if "A" in image.getbands() or image.mode == "P" else "RGB")
 
 
-def _collect(collected: Collected, item: dict[str, Any], size: tuple[int, int]) -> None:
+def collect(collected: Collected, item: dict[str, Any], size: tuple[int, int]) -> None:
     request = collected.request
     if len(collected.images) >= request.max_images or size[0] * size[1] > request.max_pixels:
         collected.dropped += 1
@@ -138,7 +148,7 @@ def _hook_matplotlib(cells: Cells) -> None:
                 options["bbox_inches"] = request.figure_bbox
             figure.savefig(buffer, **options)
             width, height = (int(v) for v in figure.get_size_inches() * (request.figure_dpi or figure.dpi))
-            _collect(collected, {"kind": "figure", "format": "png", "data": buffer.getvalue()}, (width, height))
+            collect(collected, {"kind": "figure", "format": "png", "data": buffer.getvalue()}, (width, height))
         plt.close("all")
 
     plt.show = show
@@ -161,14 +171,17 @@ def execute(request: Request, cells: Cells | None = None) -> dict[str, Any]:
     sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
     os.close(out)
     os.close(err)
-    error = None
+    error, details = None, {}
     try:
         cells.run_preamble()
         kept = cells.namespace.get(request.collect) if request.collect else None
         before = len(kept) if isinstance(kept, list) else 0  # what was there before the cell is not its own
-        # Tracebacks quote the code's lines, as they would from a file.
-        linecache.cache[request.filename] = (len(code), None, code.splitlines(True), request.filename)
-        exec(compile(code, request.filename, "exec"), cells.namespace)  # the point of the sandbox
+        if request.program is not None:
+            error, details = load_program(request.program).run_cell(code, request, cells)
+        else:
+            # Tracebacks quote the code's lines, as they would from a file.
+            linecache.cache[request.filename] = (len(code), None, code.splitlines(True), request.filename)
+            exec(compile(code, request.filename, "exec"), cells.namespace)  # the point of the sandbox
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are the code's too
         error = str(exc) if request.error_style == "message" else _user_traceback(exc, request.filename)
     if error is not None and request.close_on_error:
@@ -185,7 +198,30 @@ def execute(request: Request, cells: Cells | None = None) -> dict[str, Any]:
     stderr, stderr_more = _read_capped(STDERR, request.max_output_bytes)
     return {"status": "ok" if error is None else "error", "stdout": stdout, "stdout_dropped": stdout_more,
             "stderr": stderr, "stderr_dropped": stderr_more, "error": error, "images": collected.images,
-            "images_dropped": collected.dropped}
+            "images_dropped": collected.dropped, "details": details}
+
+
+def capped(text: str, limit: int, name: str) -> str:
+    """`text` within `limit` bytes of UTF-8, with the marker `run_python` uses where it was cut (a program's texts
+    are bounded like the streams are)."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore") + f"\n[{name} truncated: {len(data) - limit} more bytes not shown]"
+
+
+def workdir() -> str:
+    """The working directory, the one place the child may write, as an absolute path it can use: through
+    `/proc/self/cwd` where there is a `/proc` (the `restricted` level), since the directories above it need not be
+    the child's to traverse."""
+    return "/proc/self/cwd" if os.path.isdir("/proc/self/cwd") else os.getcwd()
+
+
+def load_program(name: str) -> Any:
+    """An environment's cell runner, by its name in `programs.PROGRAMS` (nothing else is importable this way)."""
+    if name not in PROGRAMS:
+        raise ValueError(f"no sandbox program {name!r}")
+    return importlib.import_module(f"toolserver.sandbox.programs.{name}")
 
 
 def _collect_list(collected: Collected, kept: Any, before: int) -> None:
@@ -199,7 +235,7 @@ def _collect_list(collected: Collected, kept: Any, before: int) -> None:
             data = base64.b64decode(item) if isinstance(item, str) else item
             with contextlib.suppress(Exception):
                 size = Image.open(io.BytesIO(data)).size
-                _collect(collected, {"kind": "figure", "format": "png", "data": data}, size)
+                collect(collected, {"kind": "figure", "format": "png", "data": data}, size)
 
 
 def _user_traceback(exc: BaseException, filename: str) -> str:

@@ -58,6 +58,7 @@ class Execution:
     seconds: float = 0.0
     worker_started: bool = False  # a stateful worker was started for this cell (its namespace is new)
     worker_lost: bool = False  # the worker's state is gone (timeout, crash, close): the next cell starts afresh
+    details: dict[str, Any] = field(default_factory=dict)  # what an environment's program reports (msgpack types)
 
     @property
     def ok(self) -> bool:
@@ -305,7 +306,8 @@ class Sandbox:
                          stdout_dropped=int(reply.get("stdout_dropped") or 0),
                          stderr_dropped=int(reply.get("stderr_dropped") or 0), images_dropped=dropped,
                          seconds=float(reply.get("seconds") or 0.0), worker_started=bool(reply.get("worker_started")),
-                         worker_lost=bool(reply.get("worker_lost")))
+                         worker_lost=bool(reply.get("worker_lost")),
+                         details=reply["details"] if isinstance(reply.get("details"), dict) else {})
 
     def _decode(self, item: dict[str, Any]) -> Image.Image | None:
         """An image the code produced, checked as an upload would be (the child is not trusted)."""

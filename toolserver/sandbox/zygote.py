@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import selectors
@@ -39,7 +40,7 @@ from toolserver.sandbox.selftest import self_test
 from toolserver.sandbox.workers import Worker, Workers
 
 CELL_FIELDS = ("code", "max_output_bytes", "max_images", "max_pixels", "figure_dpi", "figure_bbox", "rewrites",
-               "error_style", "collect", "close_on_error", "filename")
+               "error_style", "collect", "close_on_error", "filename", "program", "options")
 
 
 @dataclass
@@ -337,8 +338,12 @@ def preimport() -> None:
     import numpy  # noqa: F401
     from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps  # noqa: F401
 
+    for program in child_side.PROGRAMS:  # an environment's shell (IPython) and rewriters, where they are installed
+        with contextlib.suppress(Exception):  # a program that cannot load fails its own cells, not the zygote
+            importlib.import_module(f"toolserver.sandbox.programs.{program}")
     Image.init()  # every image format's plugin
     plt.close(plt.figure())  # the backend and what a first figure loads, so a child need not read them
+    gc.freeze()  # a child's collections skip these objects instead of writing to (and copying) every page of them
 
 
 def become_unprivileged(runtime: Path, uid: int) -> None:
