@@ -187,3 +187,12 @@ def test_a_session_s_worker_is_counted_and_ends_with_it(client):
     assert live_workers() == before + 1
     assert client.delete(f"/v1/sessions/{sid}").status_code == 204
     assert live_workers() == before
+
+
+def test_texts_are_bounded_even_when_the_code_lifts_the_program_s_cap(client):
+    """The code runs in the same process as the program, so the server caps what comes back as well."""
+    sid = new_session(client, [golden_image()])
+    code = ("import toolserver.sandbox.programs.deepeyes_v2 as program\nprogram.capped = lambda text, limit, name: text"
+            "\nraise ValueError('x' * 3_000_000)")
+    prompt = act(client, sid, code_turn(code))["prompt"]
+    assert len(prompt) < 1_100_000 and "[stderr truncated: " in prompt

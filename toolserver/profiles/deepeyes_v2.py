@@ -45,6 +45,7 @@ from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.models import ToolResult
 from toolserver.profiles.base import Profile
 from toolserver.profiles.pyvision_rl import CodeArgs
+from toolserver.sandbox.child import capped
 from toolserver.sandbox.executor import Execution, SandboxImage, SandboxUnavailable
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -60,6 +61,7 @@ USER, ASSISTANT = "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>ass
 VISION = "<|vision_start|><|image_pad|><|vision_end|>"
 RETURN_CODE_PROMPT = "Code execution result:\nstdout:\n```\n{stdout}\n```\n\nstderr:\n```\n{stderr}\n```\n\n{image}\n"
 KILLED = "TimeOutError: code execution timed out"  # the server's text for a cell that gave no result
+NOT_RUN = ("busy", "confinement_failed")  # the cell did not start
 NOT_SERVED = "Search is not available on this server, only code: {action}."
 
 # The namespace as the env's `reset` leaves it: its init cell (image_1, bound by the sandbox, as the reference
@@ -199,6 +201,8 @@ class DeepEyesV2Python(Tool):
             done = ctx.sandbox.run(code, images, worker=ctx.session_id, runner=runner, timeout_s=TIMEOUT_S + 1)
         except SandboxUnavailable:
             return ToolOutput.failure("Code execution error", "sandbox_unavailable")
+        if done.status in NOT_RUN:  # the env's text for a server that did not answer
+            return ToolOutput.failure("Code execution error", done.status)
         stdout, stderr = _streams(done)
         figures = [maybe_resize_image(image) for image in done.images] if done.ok else []
         image = "Images:\n" + "<image>" * len(figures) if figures else ""
@@ -218,7 +222,8 @@ def _streams(done: Execution) -> tuple[str, str]:
     stdout = done.stdout
     if done.stdout_dropped:
         stdout += f"\n[stdout truncated: {done.stdout_dropped} more bytes not shown]"
-    return stdout, str(done.details.get("stderr", ""))
+    # capped here too: the child's process is the code's, which may have replaced the program's own cap
+    return stdout, capped(str(done.details.get("stderr", "")), MAX_STDOUT_BYTES, "stderr")
 
 
 PROFILES = (

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.models import ToolResult
 from toolserver.profiles.base import Profile
+from toolserver.sandbox.child import capped
 from toolserver.sandbox.executor import SandboxImage, SandboxUnavailable
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -148,7 +149,9 @@ class ThymePython(Tool):
             reason = done.error or done.status
             return ToolOutput.failure(_wrapped(f"Sandbox for {key}: Code execution failed: {reason}"), done.status,
                                       worker_lost=done.worker_lost)
-        return ToolOutput(_wrapped(str(done.details.get("observation", ""))), images=done.images)
+        # capped here too: the child's process is the code's, which may have replaced the program's own cap
+        text = capped(str(done.details.get("observation", "")), MAX_TEXT_BYTES, "output")
+        return ToolOutput(_wrapped(text), images=done.images)
 
 
 def user_image_key(key: str) -> str:
