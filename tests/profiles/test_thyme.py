@@ -19,7 +19,7 @@ from tests.conftest import b64, png_bytes
 from tests.test_thyme_program import make_inputs
 from toolserver.api import create_app
 from toolserver.config import Settings
-from toolserver.profiles.thyme import ThymeFormat, extract_code, has_repeated_content, user_image_path
+from toolserver.profiles.thyme import ThymeFormat, extract_code, has_repeated_content, user_image_path, user_turn
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "thyme_turns.json").read_text())
 CASES = {case["name"]: case for case in GOLDEN["cases"]}
@@ -91,6 +91,13 @@ def test_the_user_turn_names_the_image_inside_the_sandbox(client):
     code = f"<code>\n```python\nfrom PIL import Image\nprint(Image.open('{path}').size, image_path == '{path}')\n```\n</code>"
     answer = client.post(f"/v1/sessions/{sid}/act", json={"text": code}).json()
     assert answer["prompt"] == "<sandbox_output>(80, 60) True</sandbox_output>"  # the path in the text is the real one
+
+
+def test_the_user_turn_is_the_reference_s_with_the_sandbox_path():
+    recorded = CASES["img_processed_path_var"]
+    expected = GOLDEN["user_turn"]["text"].replace("{ROOT}/inputs/scene_640x480.png", "/mnt/data/user_images/scene_640x480.png")
+    assert user_turn("What is shown?", "scene_640x480", (640, 480)) == expected
+    assert recorded["input"] == "{ROOT}/inputs/scene_640x480.png"
 
 
 def test_the_code_runs_confined_not_in_the_server(client):

@@ -164,6 +164,26 @@ def user_image_path(key: str) -> str:
     return f"{USER_IMAGES}{user_image_key(key)}.png"
 
 
+USER_TURN = """<image>
+{question}
+
+### User Image Path:** "{path}"
+### User Image Size:** "{size}"
+
+### **Output Format (strict adherence required):**
+
+<think>Your detailed reasoning process, including any code, should go here.</think>
+<answer>Your final answer to the user's question goes here.</answer>
+"""
+
+
+def user_turn(question: str, key: str, size: tuple[int, int] | None) -> str:
+    """The user turn Thyme's prompts are made with (`generate_prompt_final_qa` in `eval/utils.py`), naming the
+    session image `key` by its path in the sandbox; `size` (width, height), None where it could not be read."""
+    shown = f"{size[0]}x{size[1]}" if size else "Unable to determine (error reading image)"
+    return USER_TURN.format(question=question, path=user_image_path(key), size=shown)
+
+
 def _wrapped(text: str) -> str:
     return f"<sandbox_output>{text}</sandbox_output>"
 
