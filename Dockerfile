@@ -10,6 +10,8 @@
 # Model-written code (run_python) runs in a sandbox of namespaces that Docker's default seccomp and AppArmor
 # profiles block: docker-compose.sandbox.yml lifts them (README, "Code as a tool"); libseccomp2, which the
 # sandbox's own filter uses, is in the base image.
+# The bicubic resize kernels (toolserver.resample) are compiled once at build time into NUMBA_CACHE_DIR, which
+# the server's user can read and extend.
 # CLIP for document pages: FETCH_CLIP=1 bakes
 # clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
 
@@ -23,7 +25,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PATH=/opt/toolserver/bin:$PATH
+    PATH=/opt/toolserver/bin:$PATH \
+    NUMBA_CACHE_DIR=/var/cache/toolserver/numba
 
 WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
@@ -35,9 +38,10 @@ COPY models/smfanet /models/smfanet
 RUN python -m venv /opt/toolserver \
  && if [ -n "$TORCH_INDEX" ]; then pip install --index-url "$TORCH_INDEX" "torch==$(sed -n 's/^torch==//p' constraints.txt)"; fi \
  && pip install -c constraints.txt '.[docs]' \
+ && python -c "from toolserver import resample; assert resample.exact_here()" \
  && useradd --create-home --uid 10001 toolserver \
  && mkdir -p /data /models/smfanet \
- && chown -R toolserver:toolserver /data /models
+ && chown -R toolserver:toolserver /data /models /var/cache/toolserver
 
 USER toolserver
 RUN if [ "$FETCH_CLIP" = "1" ]; then python -c "from sentence_transformers import SentenceTransformer as S; S('clip-ViT-B-32')"; fi

@@ -67,7 +67,22 @@ class Toolserver(VerlToolServer):
         self.proc = subprocess.Popen(self.command, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self._wait_healthy()
+        self._wait_started()
         return self
+
+    def _wait_started(self, timeout: float = 120.0) -> None:
+        """Until the start-up work in the background is done (the code sandbox's zygote imports its libraries
+        and tests the host's isolation): a one-time cost of starting the server, as the 14 processes of theirs
+        are, not of the rollouts measured. Its memory stays in the figures."""
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"http://{self.host}:{self.port}/readyz", timeout=10) as resp:
+                if json.loads(resp.read()).get("sandbox", {}).get("isolation") is not None:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError("toolserver's sandbox did not start")
 
 
 def input_images(n: int, group: int) -> list[str]:

@@ -80,13 +80,14 @@ def test_a_view_is_computed_once_and_results_are_unchanged(settings_any_store, m
 def test_groundlight_view_is_cached_per_image_and_matches_the_uncached_result(monkeypatch, settings):
     calls = []
     original_resize = Image.Image.resize
+    bicubic = groundlight.resize_bicubic
 
-    def counting_resize(self, size, *a, **kw):
-        if self.size == (2000, 1500):  # the whole photo: the pre-resize to the view
+    def counting_resize(image, size):
+        if image.size == (2000, 1500):  # the whole photo: the pre-resize to the view
             calls.append(size)
-        return original_resize(self, size, *a, **kw)
+        return bicubic(image, size)
 
-    monkeypatch.setattr(Image.Image, "resize", counting_resize)
+    monkeypatch.setattr(groundlight, "resize_bicubic", counting_resize)
     picture = gradient(2000, 1500)
 
     async def main():

@@ -22,6 +22,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from PIL import Image
 
     from toolserver.api import create_app
     from toolserver.logs import configure_logging, logging_config
@@ -40,6 +41,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # collection (80 ms with them) costs what the requests' own objects cost (BENCHMARKS.md, the race).
     gc.collect()
     gc.freeze()
+    # Images reuse freed memory (BENCHMARKS.md, the race): a crop's new images in fresh pages cost 2x its CPU.
+    Image.core.set_blocks_max(settings.image_blocks_kept)
     # One process owns its in-memory sessions: scale out with replicas (and the Redis store), not workers.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=logging_config(
         settings.log_format, level), log_level=level, access_log=False,

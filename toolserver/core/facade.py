@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from toolserver import resample
 from toolserver.config import Settings
 from toolserver.core.act import act, carry_images_once
 from toolserver.core.calls import IdempotencyKey, ToolCalls
@@ -77,6 +78,9 @@ class Core:
         if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.has_documents():
             # Loading sentence-transformers takes seconds: do it before the first query needs it.
             threading.Thread(target=self.documents.warm_up, name="toolserver-doc-warmup", daemon=True).start()
+        # The resize kernels load (or compile, once per machine) and check themselves against Pillow (≈ 1 s):
+        # before the first crop, not during it.
+        threading.Thread(target=resample.exact_here, name="toolserver-resample-check", daemon=True).start()
         if self.settings.sandbox_start == "startup":  # the self-test, so that /readyz says what isolation holds
             threading.Thread(target=self._start_sandbox, name="toolserver-sandbox-start", daemon=True).start()
 

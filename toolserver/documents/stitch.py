@@ -7,6 +7,8 @@ import math
 
 from PIL import Image
 
+from toolserver.resample import resize_bicubic
+
 MAX_SIDE = 1120
 GAP = 8
 MAX_PIXELS = 80_000_000
@@ -18,7 +20,7 @@ def shrink_to_long_side(image: Image.Image, target: int = MAX_SIDE) -> Image.Ima
     if max(w, h) <= target:
         return image
     size = (target, int(target * h / w)) if w >= h else (int(target * w / h), target)
-    return image.resize(size, Image.Resampling.BICUBIC)
+    return resize_bicubic(image, size)
 
 
 def stitch(pages: list[Image.Image], *, target: int = MAX_SIDE, gap: int = GAP,
@@ -34,5 +36,5 @@ def stitch(pages: list[Image.Image], *, target: int = MAX_SIDE, gap: int = GAP,
         x += page.width + gap
     if width * height > max_pixels:
         factor = math.sqrt(max_pixels / (width * height))
-        canvas = canvas.resize((int(width * factor), int(height * factor)), Image.Resampling.BICUBIC)
+        canvas = resize_bicubic(canvas, (int(width * factor), int(height * factor)))
     return canvas

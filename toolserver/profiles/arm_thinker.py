@@ -26,6 +26,7 @@ from toolserver.memorymap import ImageEntry
 from toolserver.profiles.base import Profile, tools_by_name
 from toolserver.profiles.qwen3_vl import Qwen3Zoom, Qwen3ZoomArgs
 from toolserver.profiles.qwen_family import arm_adjust_box, fetch_image_view, qwen3_crop_and_resize, qwen3_expand_box
+from toolserver.resample import resize_bicubic
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.doc_pages import DocPageByIndex, DocPageSearch
 from toolserver.tools.validators import validators
@@ -107,7 +108,7 @@ class ArmZoom(Tool):
         scale = 1.0
         if min(cropped.width, cropped.height) < 224:
             scale = 2.0
-            cropped = cropped.resize((int(cropped.width * 2.0), int(cropped.height * 2.0)), Image.Resampling.BICUBIC)
+            cropped = resize_bicubic(cropped, (int(cropped.width * 2.0), int(cropped.height * 2.0)))
         # Quirk kept: the reference names the result `observation_{len(imgs_map)}`, which differs from the
         # registered key when a session has several input images.
         text = (f"This is the zoom-in image `observation_{len(ctx.images)}`(zoomed in on the image {image_key}) "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.errors import ToolFailure
@@ -20,6 +19,7 @@ from toolserver.formats.groundlight import GROUNDLIGHT
 from toolserver.geometry import Coords
 from toolserver.models import ViewSettings
 from toolserver.profiles.base import Profile, tools_by_name
+from toolserver.resample import resize_bicubic
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.keypoint_zoom import WINDOW, upscale_to, window_box
 
@@ -54,7 +54,7 @@ class GroundlightZoom(Tool):
         if entry.view_size and entry.view_size != entry.size:
             size = entry.view_size
             view = ctx.view(entry, f"resize {size[0]}x{size[1]} bicubic",
-                            lambda pixels: pixels.resize(size, Image.Resampling.BICUBIC))
+                            lambda pixels: resize_bicubic(pixels, size))
         width, height = view.size
         if not (0 <= x < width and 0 <= y < height):
             raise _error(f"Error: keypoint [{x}, {y}] is outside the image boundaries (width={width}, height={height})")

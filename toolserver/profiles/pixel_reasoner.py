@@ -36,6 +36,7 @@ from toolserver.geometry import Coords
 from toolserver.memorymap import ImageEntry
 from toolserver.profiles.base import Profile, tools_by_name
 from toolserver.profiles.qwen_family import agent_smart_resize
+from toolserver.resample import resize_bicubic
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 FACTOR = 28
@@ -86,7 +87,7 @@ def fetch_image(image: Image.Image) -> Image.Image:
         rgb = image if image.mode == "RGB" else image.convert("RGB")
     width, height = rgb.size
     new_h, new_w = agent_smart_resize(height, width, factor=FACTOR, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
-    return rgb.resize((new_w, new_h))
+    return resize_bicubic(rgb, (new_w, new_h))  # Pillow's default filter for RGB
 
 
 def crop(image: Image.Image, bbox: Any, padding: tuple[float, float] = (0.1, 0.1)) -> tuple[Image.Image, tuple]:
@@ -134,7 +135,7 @@ def source_image(ctx: ToolContext, entry: ImageEntry) -> Image.Image:
     view_size = entry.view_size
 
     def compute(pixels: Image.Image) -> Image.Image:
-        shown = pixels if pixels.size == view_size else pixels.resize(view_size, Image.Resampling.BICUBIC)
+        shown = pixels if pixels.size == view_size else resize_bicubic(pixels, view_size)
         return jpeg_round_trip(shown)
 
     return ctx.view(entry, input_rule(entry), compute)

@@ -15,6 +15,7 @@ import math
 from PIL import Image
 
 from toolserver.geometry import smart_resize
+from toolserver.resample import resize_bicubic
 
 
 def fetch_image_view(pixels: Image.Image, factor: int = 28) -> Image.Image:
@@ -26,7 +27,7 @@ def fetch_image_view(pixels: Image.Image, factor: int = 28) -> Image.Image:
                                  min_pixels=4 * factor * factor, max_pixels=16384 * factor * factor)
     if (width, height) == pixels.size:
         return pixels
-    return pixels.resize((width, height), Image.Resampling.BICUBIC)
+    return resize_bicubic(pixels, (width, height))
 
 
 def agent_smart_resize(height: float, width: float, factor: int = 32, min_pixels: int = 56 * 56,
@@ -72,7 +73,7 @@ def qwen3_crop_and_resize(image: Image.Image, box: list[float]) -> Image.Image:
     cropped = image.crop((left, top, right, bottom))
     # The reference passes (width, height) into a (height, width) signature; the result is symmetric.
     new_w, new_h = agent_smart_resize(right - left, bottom - top, factor=32, min_pixels=256 * 32 * 32)
-    return cropped.resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+    return resize_bicubic(cropped, (new_w, new_h))
 
 
 def arm_adjust_box(box: tuple[float, float, float, float], img_w: int, img_h: int,

@@ -14,6 +14,7 @@ from typing import Any
 from PIL import Image
 
 from toolserver.errors import ToolFailure
+from toolserver.resample import resize_bicubic
 from toolserver.sr import MIN_INPUT_SIDE
 from toolserver.sr.engine import SRTimeout, SRUnavailable
 from toolserver.tools.base import ToolContext
@@ -33,7 +34,7 @@ def bicubic_enlarge(image: Image.Image, requested: float, max_pixels: int) -> tu
     if factor <= 1.0:
         return image, 1.0
     size = (max(1, round(image.width * factor)), max(1, round(image.height * factor)))
-    return image.resize(size, Image.Resampling.BICUBIC), factor
+    return resize_bicubic(image, size), factor
 
 
 def check_crop_size(width: int, height: int) -> str | None:

@@ -15,11 +15,11 @@ cut from the original image. Steps, each with a model-readable failure:
 
 from __future__ import annotations
 
-from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import CoordError, expand_to_min_side, integer_box, to_original
+from toolserver.resample import resize_bicubic
 from toolserver.tools.args import COORD_PHRASES, Coordinate, ImageRef, fmt_box
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -94,7 +94,7 @@ class ZoomIn(Tool):
         scale = 1.0
         if self.upscale_below and min(crop.size) < self.upscale_below:
             scale = self.upscale_factor
-            crop = crop.resize((int(crop.width * scale), int(crop.height * scale)), Image.Resampling.BICUBIC)
+            crop = resize_bicubic(crop, (int(crop.width * scale), int(crop.height * scale)))
         key, index = ctx.observation_key(), len(ctx.images)
         label = f' labelled "{args.label}"' if args.label else ""
         text = (
