@@ -22,7 +22,7 @@ CASES = [
     ("zoom_in: 250x187 crop, 2x up", (1000, 1200, 1250, 1387), (500, 374)),
     ("qwen3-vl: 1000x750 crop → smart_resize", (1600, 1200, 2600, 1950), (992, 736)),
     ("a 4000x3000 input → its 1280x960 view", (0, 0, 4000, 3000), (1280, 960)),
-    ("document stitch: 2480x3508 page → 1024 long side", (0, 0, 2480, 3000), (846, 1024)),
+    ("document stitch: a page-sized image → 1024 long side", (0, 0, 2480, 3000), (846, 1024)),
 ]
 
 
