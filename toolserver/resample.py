@@ -147,22 +147,21 @@ def resize_rgbx(rows: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     of the RGB image (the X byte is not Pillow's: ignore it)."""
     in_h, in_w = rows.shape[0], rows.shape[1] // 4
     out_w, out_h = size
-    need_horizontal, need_vertical = out_w != in_w, out_h != in_h
+    v_weights, v_index, first, last = _coefficients(in_h, out_h)  # first, last: the rows the vertical pass reads
+
+    def horizontal(rows: np.ndarray, first: int, last: int) -> np.ndarray:
+        weights, index, _, _ = _coefficients(in_w, out_w)
+        return _horizontal(rows.view(np.uint32), weights, index, first, last).view(np.uint8)
+
     # Pillow 13: "if height is being scaled down more than twice the amount the width is", vertical first
-    horizontal_first = not (in_h - out_h > 0 and in_h - out_h > (in_w - out_w) * 2)
-    v_weights, v_index, first, last = _coefficients(in_h, out_h)
-    if not horizontal_first and need_vertical:
-        rows, first, last = _vertical(rows, v_weights, v_index, 0), 0, out_h
-    if need_horizontal:
-        h_weights, h_index, _, _ = _coefficients(in_w, out_w)
-        if not need_vertical or not horizontal_first:
-            first, last = 0, rows.shape[0]
-        rows = _horizontal(rows.view(np.uint32), h_weights, h_index, first, last).view(np.uint8)
+    if in_h - out_h > 0 and in_h - out_h > (in_w - out_w) * 2:
+        rows = _vertical(rows, v_weights, v_index, 0)
+        return horizontal(rows, 0, out_h) if out_w != in_w else rows
+    if out_w != in_w:
+        rows = horizontal(rows, first, last) if out_h != in_h else horizontal(rows, 0, in_h)
     else:
         first = 0
-    if horizontal_first and need_vertical:
-        rows = _vertical(rows, v_weights, v_index, first)
-    return rows
+    return _vertical(rows, v_weights, v_index, first) if out_h != in_h else rows
 
 
 _checked: bool | None = None
@@ -174,6 +173,8 @@ def exact_here() -> bool:
     the first time on a machine, then loaded from numba's cache): up, down and mixed scales of a noisy
     image, both pass orders, against `Image.resize`."""
     global _checked
+    if _checked is not None:  # every resize asks: no lock once answered
+        return _checked
     with _check_lock:
         if _checked is None:
             _checked = _self_check()
