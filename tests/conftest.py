@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import os
 import shutil
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -185,11 +187,12 @@ def redis_server(tmp_path: Path):
     server.stop()
 
 
-@pytest.fixture
-def chroma_server(tmp_path: Path):
+@contextlib.contextmanager
+def running_chroma(directory: Path) -> Iterator[str]:
+    """A real Chroma server (`chroma run`, from the docs extra) on a spare loopback port; its URL."""
     port = free_port()
     chroma = Path(sys.executable).parent / "chroma"
-    process = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
+    process = subprocess.Popen([str(chroma), "run", "--path", str(directory), "--host", "127.0.0.1",
                                 "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -206,6 +209,12 @@ def chroma_server(tmp_path: Path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path):
+    with running_chroma(tmp_path / "chroma-server") as url:
+        yield url
 
 
 class ExternalRedis:

@@ -80,7 +80,8 @@ class Settings(BaseSettings):
         "crop's server CPU. 0 gives every block back."))
     queue_limit: int = Field(default=256, description="Jobs admitted at once (running + waiting) in each work lane.")
     heavy_workers: int | None = Field(default=None, ge=1, description="Threads of the heavy lane (SMFANet and "
-                                      "document tools; default: `workers`).")
+                                      "document tools; default: `workers`, or with SMFANet in a Ray Serve deployment "
+                                      "`sr_batch_calls` × `sr_concurrent_batches`, since they only wait for it).")
     heavy_nice: int = Field(default=10, ge=0, le=19, description="OS niceness of the heavy lane's threads and "
                             "SMFANet's CPU workers, so cheap calls get a core first (0: same priority).")
     tool_timeout_s: float = 60.0
@@ -130,6 +131,19 @@ class Settings(BaseSettings):
     sr_verify_sha256: bool = Field(default=True, description="Refuse checkpoints whose hash is not the published one.")
     sr_required: bool = Field(default=False, description="/readyz answers 503 while no SMFANet weights are installed.")
     sr_max_output_pixels: int = Field(default=4096 * 4096, description="Cap on one enlarged image, in pixels.")
+    sr_batch_tiles: Literal["auto", "always", "never"] = Field(default="auto", description=(
+        "Whether same-shaped tiles (of one image or of several sessions' images) share a forward pass: `auto` on a "
+        "GPU only (on the CPU one pass per core does more work)."))
+    sr_batch_calls: int = Field(default=16, ge=1, description="SMFANet calls of any sessions gathered into one "
+                                "batch (in process, or in the Ray Serve deployment).")
+    sr_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000, description="How long a batch of SMFANet calls that "
+                                    "is not full waits for more (0: it takes the calls waiting when it starts).")
+    sr_concurrent_batches: int = Field(default=2, ge=1, le=64, description="SMFANet batches running at once (2 keeps "
+                                       "one worker per core busy at a batch's tail).")
+    encoder_batch_calls: int = Field(default=32, ge=1, description="Document-encoder calls (queries, page batches) "
+                                     "of any sessions encoded together.")
+    encoder_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000, description="How long a batch of encoder calls "
+                                         "that is not full waits for more.")
     sr_cpu_workers: int | None = Field(default=None, description="SMFANet CPU workers (default: one per core).")
     sr_threads: int | None = Field(default=None, description="Torch threads per CPU worker (default: cores/workers).")
 
@@ -163,6 +177,10 @@ class Settings(BaseSettings):
         default="auto", description="`GET /v1/sessions` (the inspector's list): `auto` allows it with API keys "
         "configured or on a loopback host, since it reveals session ids.")
     mcp_enabled: bool = Field(default=True, description="Serve the MCP endpoint at /mcp.")
+    mcp_sessions: Literal["process", "shared"] = Field(default="process", description=(
+        "Where MCP sessions live: `process` (the SDK keeps them in this process: one replica) or `shared` (every "
+        "request stands alone and the session id names its toolserver session in the session store, so any "
+        "replica serves it: several replicas, Ray Serve)."))
     mcp_idle_timeout_s: float = Field(default=1800.0, gt=0, description="Idle MCP sessions (and theirs) end.")
     mcp_allowed_hosts: list[str] = Field(
         default_factory=list, description="Host headers /mcp accepts (DNS-rebinding guard); empty: any.")

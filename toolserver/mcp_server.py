@@ -5,7 +5,15 @@
 - `tools/call`: text and image content blocks; a tool-level failure is `isError: true` with the same
   model-readable text the HTTP API returns; protocol problems are JSON-RPC errors.
 - One toolserver session per MCP session (`Mcp-Session-Id`), created on first use with the profile from the
-  URL, expiring with the MCP session's idle timeout and released when the client ends the MCP session.
+  URL, expiring with the MCP session's idle timeout and released when the client ends the MCP session. The MCP
+  session id names its toolserver session in the session store (`stores.aliases`).
+
+Where MCP sessions live (`mcp_sessions`): `process` (one replica) lets the SDK keep them, as it does, in this
+process. `shared` (several replicas, Ray Serve) runs the SDK's stateless transport and issues the
+`Mcp-Session-Id` itself on `initialize`: every request then stands alone, and since the id names the toolserver
+session in the shared store, any replica serves any call of the MCP session. The endpoint answers a `GET` (the
+optional server-to-client stream, which no tool here uses) with 405, as the protocol allows, and a `DELETE` by
+releasing the session.
 
 Images can also travel inline: wherever a tool of the default profile takes an image reference (`image`, `frames`), a
 `data:` URI or an http(s) URL is loaded into the session first and replaced by its new key, and the result
@@ -23,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import uuid
 from collections.abc import AsyncIterator
 from contextvars import Token
 from typing import Any
@@ -33,7 +43,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
 
 from toolserver import __version__
 from toolserver.core import Core, format_validation_error
@@ -46,6 +57,7 @@ from toolserver.schema import loadable_schema, parameters_schema
 from toolserver.tools.args import image_reference_fields
 
 MCP_SESSION_HEADER = "mcp-session-id"
+ALIAS_SPACE = "mcp"  # MCP session ids, as names of toolserver sessions in the store
 LOAD_IMAGE = "load_image"
 INLINE_PREFIXES = ("data:", "http://", "https://")  # an image reference that is an image itself, not a key
 
@@ -90,11 +102,12 @@ class McpEndpoint:
     """The MCP adapter: a lowlevel SDK server whose handlers call the core, and its ASGI entry point."""
 
     def __init__(self, core: Core, *, idle_timeout_s: float = 1800.0, allowed_hosts: list[str] | None = None,
-                 keys: Keys | None = None):
+                 keys: Keys | None = None, shared: bool = False):
         self.core = core
         self.keys = keys
         self.idle_timeout_s = idle_timeout_s
-        self.sessions: dict[str, str] = {}  # MCP session id -> toolserver session id
+        self.shared = shared  # MCP sessions readable by every replica (see the module's docstring)
+        self.aliases = core.store.aliases
         self._creating: dict[str, asyncio.Future[str]] = {}
         self.server: Server[Any] = Server("toolserver", version=__version__,
                                           instructions="Visual tools over a per-session memory of images.",
@@ -106,7 +119,8 @@ class McpEndpoint:
         # JSON answers, not SSE: the SDK's clients cap one SSE event at 1 MiB, which a full-resolution image
         # block exceeds; JSON responses have no such cap. (No tool here streams progress.)
         self.manager = StreamableHTTPSessionManager(app=self.server, security_settings=security, json_response=True,
-                                                    session_idle_timeout=idle_timeout_s)
+                                                    session_idle_timeout=None if shared else idle_timeout_s,
+                                                    stateless=shared)
         self._asgi = StreamableHTTPASGIApp(self.manager)
 
     @contextlib.asynccontextmanager
@@ -115,14 +129,65 @@ class McpEndpoint:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        mcp_session = headers.get(MCP_SESSION_HEADER.encode(), b"").decode("latin-1") or None
+        method = scope.get("method")
+        if self.shared and method == "GET":
+            await JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "Method Not Allowed: this server offers no server-to-client stream"}},
+                status_code=405, headers={"Allow": "POST, DELETE"})(scope, receive, send)
+            return
+        if self.shared and method == "DELETE":
+            await self._end(mcp_session)
+            await JSONResponse(None, status_code=200 if mcp_session else 400)(scope, receive, send)
+            return
+        if self.shared and method == "POST" and mcp_session is None:
+            receive, send = await self._issue_session_id(receive, send)
         await self._asgi(scope, receive, send)
-        if scope.get("method") == "DELETE":  # the client ended its MCP session: free what it held
-            headers = dict(scope.get("headers") or [])
-            mcp_session = headers.get(MCP_SESSION_HEADER.encode(), b"").decode("latin-1")
-            session_id = self.sessions.pop(mcp_session, None)
-            if session_id is not None:
-                with contextlib.suppress(ServiceError):
-                    await self.core.release(session_id)
+        if method == "DELETE":  # the client ended its MCP session: free what it held
+            await self._end(mcp_session)
+
+    async def _end(self, mcp_session: str | None) -> None:
+        session_id = await self.aliases.drop(ALIAS_SPACE, mcp_session) if mcp_session else None
+        if session_id is not None:
+            with contextlib.suppress(ServiceError):
+                await self.core.release(session_id)
+
+    @staticmethod
+    async def _issue_session_id(receive: Receive, send: Send) -> tuple[Receive, Send]:
+        """Shared mode: an `initialize` request's answer carries a new `Mcp-Session-Id`, as the SDK's stateful
+        mode would give; the client sends it with every later request. The body is read (the app's body limit
+        bounds it) and handed on unchanged."""
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        initialize = isinstance(parsed, dict) and parsed.get("method") == "initialize"
+        session_id = uuid.uuid4().hex
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        async def send_with_id(message: Message) -> None:
+            if initialize and message["type"] == "http.response.start" and message.get("status", 500) < 300:
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (MCP_SESSION_HEADER.encode(), session_id.encode())]}
+            await send(message)
+
+        return replay, send_with_id
 
     # -- handlers ----------------------------------------------------------------------------------
     async def _no_discover(self, ctx: Any, params: Any) -> Any:
@@ -160,18 +225,24 @@ class McpEndpoint:
         return (await self.core.create_session(request)).session_id
 
     async def _session_for(self, mcp_session: str, profile: str) -> str:
-        session_id = self.sessions.get(mcp_session)
+        session_id = await self.aliases.get(ALIAS_SPACE, mcp_session, self.idle_timeout_s)
         if session_id is not None:
             return session_id
         future = self._creating.get(mcp_session)
-        if future is None:  # concurrent first calls of one MCP session share one creation
-            future = asyncio.ensure_future(self._new_session(profile))
+        if future is None:  # concurrent first calls of one MCP session here share one creation
+            future = asyncio.ensure_future(self._name_new_session(mcp_session, profile))
             self._creating[mcp_session] = future
-            try:
-                self.sessions[mcp_session] = await future
-            finally:
-                self._creating.pop(mcp_session, None)
-        return await future
+            future.add_done_callback(lambda _: self._creating.pop(mcp_session, None))
+        return await asyncio.shield(future)
+
+    async def _name_new_session(self, mcp_session: str, profile: str) -> str:
+        """A new session named by `mcp_session`; if another replica named one first, that one (ours is released)."""
+        created = await self._new_session(profile)
+        session_id = await self.aliases.claim(ALIAS_SPACE, mcp_session, created, self.idle_timeout_s)
+        if session_id != created:
+            with contextlib.suppress(ServiceError):
+                await self.core.release(created)
+        return session_id
 
     def _as_caller(self, ctx: Any) -> Token[str | None]:
         """The calling key's view of the sessions: the SDK runs handlers outside the HTTP request's context."""
@@ -209,7 +280,8 @@ class McpEndpoint:
                 return await self._run(session_id, profile, params.name, arguments)
             except SessionGone:
                 # Expired or evicted while the MCP session lived on: start a fresh one once.
-                self.sessions.pop(mcp_session, None)
+                if await self.aliases.get(ALIAS_SPACE, mcp_session) == session_id:
+                    await self.aliases.drop(ALIAS_SPACE, mcp_session)
                 if attempt:
                     raise
             except ServiceError as exc:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -26,6 +27,9 @@ class Metrics:
                                           "error, timeout, cpu_limit, output_too_large, crashed, ...)", ["outcome"],
                                           registry=r)
         self.validations = Counter("toolserver_validations", "Checks run by /v1/validate", registry=r)
+        self.model_batch_size = Histogram("toolserver_model_batch_size", "For each model call, how many calls (of "
+                                          "any sessions) ran in its batch", ["model"], buckets=BATCH_BUCKETS,
+                                          registry=r)
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
         Gauge(name, doc, registry=self.registry).set_function(fn)

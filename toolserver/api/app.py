@@ -54,7 +54,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         from toolserver.mcp_server import McpEndpoint  # the mcp SDK costs import time; only when served
 
         mcp = McpEndpoint(core, idle_timeout_s=settings.mcp_idle_timeout_s,
-                          allowed_hosts=settings.mcp_allowed_hosts or None, keys=keys)
+                          allowed_hosts=settings.mcp_allowed_hosts or None, keys=keys,
+                          shared=settings.mcp_sessions == "shared")
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

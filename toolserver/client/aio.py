@@ -30,6 +30,7 @@ from toolserver.client.payloads import (
     _tool_result,
     _validate_items,
     _video_body,
+    _with_session_header,
 )
 from toolserver.models import (
     ActResponse,
@@ -66,6 +67,7 @@ class AsyncClient:
                       **kwargs: Any) -> httpx.Response:
         if timeout is not None:
             kwargs["timeout"] = timeout
+        kwargs = _with_session_header(path, kwargs)
         try:
             async for attempt in AsyncRetrying(**self._config.retrying_kwargs()):
                 with attempt:

@@ -161,6 +161,19 @@ class _Config:
                 "retry": retry_if_exception(lambda e: isinstance(e, _Retryable))}
 
 
+SESSION_HEADER = "X-Session-ID"
+
+
+def _with_session_header(path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A request about one session names it in `X-Session-ID`, so that a router with session affinity (Ray Serve's
+    consistent-hash router) can send its calls to one replica, whose caches are then warm. Only a hint: any
+    replica answers any session."""
+    parts = path.split("/", 4)
+    if len(parts) >= 4 and parts[1] == "v1" and parts[2] == "sessions" and parts[3]:
+        kwargs["headers"] = {SESSION_HEADER: parts[3], **(kwargs.get("headers") or {})}
+    return kwargs
+
+
 def _as_created(response: httpx.Response) -> SessionCreated:
     """A `GET /v1/sessions/{id}` answer in the shape a session handle is built from."""
     info = SessionInfo.model_validate_json(response.content)

@@ -30,6 +30,7 @@ from toolserver.client.payloads import (
     _tool_result,
     _validate_items,
     _video_body,
+    _with_session_header,
 )
 from toolserver.models import (
     ActResponse,
@@ -65,6 +66,7 @@ class Client:
         """One HTTP request with the client's retry policy; raises `ToolServerError` on failure."""
         if timeout is not None:
             kwargs["timeout"] = timeout
+        kwargs = _with_session_header(path, kwargs)
         try:
             for attempt in Retrying(**self._config.retrying_kwargs()):
                 with attempt:

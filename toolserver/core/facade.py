@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolserver import resample
+from toolserver.batching import Transport
 from toolserver.config import Settings
 from toolserver.core.act import act, carry_images_once
 from toolserver.core.calls import IdempotencyKey, ToolCalls
@@ -53,10 +54,11 @@ log = logging.getLogger("toolserver")
 
 
 class Core:
-    def __init__(self, settings: Settings | None = None):
+    def __init__(self, settings: Settings | None = None, transports: dict[str, Transport] | None = None):
+        """`transports`: how each model is reached (`toolserver.batching`); by default the models run here."""
         load_plugins()  # installed environments join the registries before any profile is looked up
         self.settings = settings or Settings()
-        self.services = Services.build(self.settings)
+        self.services = Services.build(self.settings, transports)
         self.store = self.services.store
         self.pool = self.services.pool
         self.sr = self.services.sr

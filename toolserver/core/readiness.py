@@ -6,6 +6,7 @@ SMFANet weights are installed; `reason` then says which.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -39,6 +40,7 @@ class Readiness(BaseModel):
 
 
 async def readiness(services: Services, *, draining: bool = False) -> Readiness:
+    await asyncio.to_thread(services.refresh_models)  # a model deployment may be elsewhere: not on the loop
     sr = services.sr.status()
     reasons = []
     if services.settings.sr_required and not sr["available"]:

@@ -4,8 +4,9 @@ verl-tool's agent loop (TIGER-AI-Lab/verl-tool @ 980962b, `verl_tool/agent_loop/
 `{trajectory_ids, actions, finish, is_last_step, extra_fields}` to its tool server (`verl_tool/servers/
 tool_server.py`) and reads back `{observations, dones, valids}`, one of each per trajectory. Here a trajectory
 is a session of one profile, created the first time its id is seen from the images in its `extra_fields`
-(sent with every call; read once) and released by a `finish`. Each action is the model's raw turn, run as
-`/act` runs it. What the reference server answers, we answer:
+(sent with every call; read once) and released by a `finish`. The trajectory's id names its session in the
+session store (`stores.aliases`), so with several replicas any of them serves any step. Each action is the
+model's raw turn, run as `/act` runs it. What the reference server answers, we answer:
 - `finish` (a top-level list, or the key in a trajectory's `extra_fields`): `""`, done, valid; the
   trajectory's session is released. `is_last_step` alone releases nothing (the Pixel-Reasoner tool keeps its
   environment until the finish that the agent loop always sends last).
@@ -94,7 +95,10 @@ class VerlToolBridge:
         self.store = calls.services.store
         self.done_if_invalid = done_if_invalid
         self.max_trajectories = max_trajectories
-        self._sessions: OrderedDict[str, str] = OrderedDict()  # trajectory id -> session id, oldest first
+        # Trajectory id -> session id, as this process last resolved it (the store's aliases are the truth, shared
+        # by every replica): oldest first.
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+        self.space = f"verl-tool:{self.profile.name}"
         self._creating: dict[str, asyncio.Future[str]] = {}
 
     @property
@@ -144,8 +148,9 @@ class VerlToolBridge:
         if pending is not None:  # a first call still creating the session: release what it creates
             with contextlib.suppress(Exception):
                 await asyncio.shield(pending)
-        session_id = self._sessions.pop(trajectory_id, None)
-        if session_id is not None:
+        named = {self._sessions.pop(trajectory_id, None), await self.store.aliases.drop(self.space, trajectory_id)}
+        for session_id in named - {None}:
+            assert session_id is not None
             with contextlib.suppress(NotFound, SessionGone):
                 await self.store.release(session_id)
 
@@ -158,6 +163,8 @@ class VerlToolBridge:
             # from the images it sends with every call; images returned before are gone with the old one.
             if self._sessions.get(trajectory_id) == session_id:
                 del self._sessions[trajectory_id]
+            if await self.store.aliases.get(self.space, trajectory_id) == session_id:
+                await self.store.aliases.drop(self.space, trajectory_id)
             return await act(self.calls, await self._session_for(trajectory_id, fields), action)
 
     async def _session_for(self, trajectory_id: str, fields: dict[str, Any]) -> str:
@@ -166,13 +173,29 @@ class VerlToolBridge:
             self._sessions.move_to_end(trajectory_id)
             return session_id
         pending = self._creating.get(trajectory_id)
-        if pending is None:  # the first of concurrent first calls creates; the others wait for it
-            pending = asyncio.ensure_future(self._create(trajectory_id, fields))
+        if pending is None:  # the first of concurrent first calls here resolves; the others wait for it
+            pending = asyncio.ensure_future(self._resolve(trajectory_id, fields))
             self._creating[trajectory_id] = pending
             pending.add_done_callback(lambda _: self._creating.pop(trajectory_id, None))
         return await asyncio.shield(pending)
 
-    async def _create(self, trajectory_id: str, fields: dict[str, Any]) -> str:
+    async def _resolve(self, trajectory_id: str, fields: dict[str, Any]) -> str:
+        """The trajectory's session: named in the store by any replica that saw it first, else a new one. Of two
+        replicas creating at once, the first to name its session wins; the other releases its own."""
+        aliases, ttl = self.store.aliases, self.calls.services.settings.default_ttl_s
+        session_id = await aliases.get(self.space, trajectory_id, ttl)
+        if session_id is None:
+            created = await self._create(fields)
+            session_id = await aliases.claim(self.space, trajectory_id, created, ttl)
+            if session_id != created:
+                with contextlib.suppress(NotFound, SessionGone):
+                    await self.store.release(created)
+        self._sessions[trajectory_id] = session_id
+        while len(self._sessions) > self.max_trajectories:  # trajectories never finished: their sessions expire
+            self._sessions.popitem(last=False)
+        return session_id
+
+    async def _create(self, fields: dict[str, Any]) -> str:
         images = fields.get("images") or []
         if not isinstance(images, list) or not all(isinstance(x, str) for x in images):
             raise _InvalidImages("extra_fields 'images' must be a list of data URLs or paths")
@@ -180,9 +203,6 @@ class VerlToolBridge:
         # The agent loop sends the images the model sees (verl's dataset resized them), as the model sees them.
         request = CreateSessionRequest(profile=self.profile.name, input_form="view", images=inputs)
         created = await self.intake.create_session(request, check_views=False)
-        self._sessions[trajectory_id] = created.session_id
-        while len(self._sessions) > self.max_trajectories:  # trajectories never finished: their sessions expire
-            self._sessions.popitem(last=False)
         return created.session_id
 
 

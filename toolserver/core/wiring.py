@@ -1,7 +1,12 @@
 """Wiring: the shared services one server process builds from its settings, and what they report.
 
-Built once per `Core`: the session store, the bounded work pool, the SMFANet engine, the document library, the
-code sandbox and the metrics, with the store's and the pool's gauges registered. Nothing here runs a request.
+Built once per `Core`: the session store, the bounded work pool, the models' fronts (SMFANet, the document
+encoders) and the document library, the code sandbox and the metrics, with the store's and the pool's gauges
+registered. Nothing here runs a request.
+
+The models (`build_models`) are built here too, for both of their homes: in this process behind a
+`LocalTransport` (uvicorn), or inside their own Ray Serve deployments (`toolserver.rayapp`), which hand the ingress
+a transport per model instead.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from toolserver.batching import BatchRule, LocalTransport, Model, Transport
 from toolserver.config import Settings
+from toolserver.documents.encoder_service import EncoderFront, EncoderModel
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.metrics import Metrics
@@ -18,7 +25,10 @@ from toolserver.pool import WorkPool
 from toolserver.sandbox.confine import Limits
 from toolserver.sandbox.executor import Sandbox, SandboxConfig
 from toolserver.sr.engine import SREngine
+from toolserver.sr.service import SRFront, SRModel
 from toolserver.stores import SessionStore, build_store
+
+MODEL_NAMES = ("smfanet", "clip", "text")
 
 
 @dataclass
@@ -26,24 +36,41 @@ class Services:
     settings: Settings
     store: SessionStore
     pool: WorkPool
-    sr: SREngine
+    sr: SRFront
     documents: DocumentLibrary
     metrics: Metrics
     sandbox: Sandbox
 
     @classmethod
-    def build(cls, s: Settings) -> Services:
-        pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s, heavy_workers=s.heavy_workers,
+    def build(cls, s: Settings, transports: dict[str, Transport] | None = None) -> Services:
+        """`transports`: how to reach each model (by `MODEL_NAMES`); by default the models run in this process."""
+        if transports is None:
+            transports = {name: LocalTransport(model, batch_rule(s, name)) for name, model in build_models(s).items()}
+        heavy_workers = s.heavy_workers
+        if heavy_workers is None and transports["smfanet"].where != LocalTransport.where:
+            # The heavy lane's threads only wait for a model deployment elsewhere: enough of them that the calls of
+            # many sessions reach it together and can share a batch.
+            heavy_workers = max(s.workers, s.sr_batch_calls * s.sr_concurrent_batches)
+        pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s, heavy_workers=heavy_workers,
                         heavy_nice=s.heavy_nice, code_workers=s.sandbox_slots)
-        sr = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
-                      max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
-                      prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256, cpu_workers=s.sr_cpu_workers,
-                      threads=s.sr_threads, nice=s.heavy_nice)
         metrics = Metrics()
+
+        def observer(name: str) -> Callable[[int], None]:
+            return metrics.model_batch_size.labels(name).observe
+
+        sr = SRFront(transports["smfanet"], on_batch=observer("smfanet"))
+        clip = EncoderFront("clip", transports["clip"], on_batch=observer("clip"))
+        text = EncoderFront("text", transports["text"], on_batch=observer("text"))
         sandbox = build_sandbox(s, on_execution=lambda outcome: metrics.sandbox_executions.labels(outcome).inc())
-        services = cls(s, build_store(s), pool, sr, build_library(s), metrics, sandbox)
+        services = cls(s, build_store(s), pool, sr, build_library(s, clip, text), metrics, sandbox)
         services.register_gauges()
         return services
+
+    def refresh_models(self) -> None:
+        """Read again what each model serves (readiness does, so a model deployment that came up late is seen)."""
+        self.sr.refresh()
+        for encoder in self.documents.encoders.values():
+            encoder.refresh()
 
     def register_gauges(self) -> None:
         for gauge in self.store.gauges():
@@ -84,9 +111,36 @@ def build_sandbox(s: Settings, on_execution: Callable[[str], None] | None = None
     return Sandbox(config, on_execution=on_execution)
 
 
-def build_library(s: Settings) -> DocumentLibrary:
-    clip = Encoder("clip", s.clip_model, s.doc_device)
-    text = Encoder("text", s.text_model, s.doc_device, batch_size=64)
+def build_models(s: Settings, names: tuple[str, ...] = MODEL_NAMES) -> dict[str, Model]:
+    """The model services, where they run: SMFANet's engine and the two document encoders (loaded lazily)."""
+    models: dict[str, Model] = {}
+    if "smfanet" in names:
+        engine = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
+                          max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
+                          prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256,
+                          cpu_workers=s.sr_cpu_workers, threads=s.sr_threads, nice=s.heavy_nice,
+                          batch_tiles=s.sr_batch_tiles)
+        models["smfanet"] = SRModel(engine)
+    if "clip" in names:
+        models["clip"] = EncoderModel(Encoder("clip", s.clip_model, s.doc_device))
+    if "text" in names:
+        models["text"] = EncoderModel(Encoder("text", s.text_model, s.doc_device, batch_size=64))
+    return models
+
+
+def batch_rule(s: Settings, name: str) -> BatchRule:
+    """How calls of many sessions are gathered for model `name` (the same rule in process and on Ray Serve)."""
+    if name == "smfanet":
+        return BatchRule(s.sr_batch_calls, s.sr_batch_wait_ms / 1000, s.sr_concurrent_batches)
+    return BatchRule(s.encoder_batch_calls, s.encoder_batch_wait_ms / 1000, 1)
+
+
+def build_library(s: Settings, clip: EncoderFront | None = None, text: EncoderFront | None = None) -> DocumentLibrary:
+    """The document library over the given encoder fronts (by default: the encoders in this process)."""
+    if clip is None or text is None:
+        models = build_models(s, ("clip", "text"))
+        clip = clip or EncoderFront("clip", LocalTransport(models["clip"], batch_rule(s, "clip")))
+        text = text or EncoderFront("text", LocalTransport(models["text"], batch_rule(s, "text")))
     arm = None
     if s.arm_index_path is not None:
         arm = ArmMount(s.arm_index_path, s.arm_collection, s.arm_image_root or s.arm_index_path, clip)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from toolserver.documents.encoders import Encoder
+from toolserver.documents.encoders import TextImageEncoder
 from toolserver.documents.ranking import first_occurrences
 from toolserver.documents.sources import (
     PAGE_IMAGE_EXTS,
@@ -47,7 +47,7 @@ class ChromaStore:
                     self._client = chromadb.PersistentClient(path=str(self.path), settings=settings)
             return self._client
 
-    def collection(self, role: str, encoder: Encoder) -> Any:
+    def collection(self, role: str, encoder: TextImageEncoder) -> Any:
         name = f"toolserver-{role}"
         if name not in self._collections:
             col = self.client().get_or_create_collection(
@@ -60,7 +60,7 @@ class ChromaStore:
             self._collections[name] = col
         return self._collections[name]
 
-    def delete_source(self, filename: str, roles: list[str], encoders: dict[str, Encoder]) -> None:
+    def delete_source(self, filename: str, roles: list[str], encoders: dict[str, TextImageEncoder]) -> None:
         for role in roles:
             self.collection(role, encoders[role]).delete(where={"source": filename})
 
@@ -68,7 +68,7 @@ class ChromaStore:
 class ArmMount:
     """An existing ARM-Thinker index, read only: chroma path + collection + page-image root, CLIP queries."""
 
-    def __init__(self, path: Path, collection: str, image_root: Path, clip: Encoder):
+    def __init__(self, path: Path, collection: str, image_root: Path, clip: TextImageEncoder):
         self.path, self.collection_name, self.image_root, self.clip = path, collection, image_root, clip
         self._collection: Any = None
         self._lock = threading.Lock()

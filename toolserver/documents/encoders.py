@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -60,6 +60,34 @@ def locate(spec: str) -> tuple[str | None, str]:
     return None, f"{spec!r} is neither a local model directory nor in the HF cache (models are never downloaded)"
 
 
+class TextImageEncoder(Protocol):
+    """What the document library asks of an encoder: an `Encoder` here, or an `EncoderFront` over a transport."""
+
+    role: str
+
+    @property
+    def spec(self) -> str: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def available(self) -> bool: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def model(self) -> Any: ...
+
+    def refresh(self) -> None: ...
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray: ...
+
+    def encode_images(self, images: list[Any]) -> np.ndarray: ...
+
+
 class Encoder:
     """One sentence-transformers model, loaded once, shared by all threads (encoding is serialised)."""
 
@@ -102,6 +130,9 @@ class Encoder:
         except Exception as exc:  # a broken model directory must not take the server down
             self.load_error = f"{type(exc).__name__}: {exc}"
             raise RuntimeError(f"{self.role} model {self.spec!r} failed to load: {self.load_error}") from exc
+
+    def refresh(self) -> None:
+        """Nothing to read again: this encoder is in this process."""
 
     def encode_texts(self, texts: list[str]) -> np.ndarray:
         return self._encode(texts)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from toolserver.documents.chroma import CHROMADB_INSTALLED, ArmMount, ChromaStore
-from toolserver.documents.encoders import Encoder
+from toolserver.documents.encoders import TextImageEncoder
 from toolserver.documents.files import LibraryFiles, atomic_write
 from toolserver.documents.lexical import LexicalIndex
 from toolserver.documents.ranking import CANDIDATES, SearchResult, fuse, passages
@@ -54,7 +54,7 @@ Progress = Callable[[DocumentInfo], None]
 
 
 class DocumentLibrary:
-    def __init__(self, root: Path, *, clip: Encoder, text: Encoder, chroma_url: str | None = None,
+    def __init__(self, root: Path, *, clip: TextImageEncoder, text: TextImageEncoder, chroma_url: str | None = None,
                  page_long_side: int = 1600, page_format: str = "jpeg", jpeg_quality: int = 90,
                  batch_pages: int = 16, max_pages: int = 10_000, arm: ArmMount | None = None,
                  vector_cache_bytes: int = 256 * 1024 * 1024):

@@ -8,7 +8,8 @@ image spreads over all workers and many small requests share them fairly, in arr
   small depthwise and 1x1 convolutions parallelise poorly inside one forward pass: two single-threaded
   workers did about twice the work of one two-threaded pass here (BENCHMARKS.md).
 - On a GPU there is one worker; queued tiles with the same scale and shape (tiles of one image, or
-  same-sized requests) are stacked into one batch of up to `max_batch`.
+  same-sized requests of several sessions) are stacked into one batch of up to `max_batch` (the rule is
+  `batch_tiles`: `auto` batches on a GPU only; `always` also on the CPU, where the tests check it).
 
 Tiles are windows of at most `tile` input pixels read with `tile_pad` pixels of context on every side;
 each window's centre (its core) is kept. SMFANet's EASA branch uses whole-window statistics (a variance and
@@ -66,7 +67,7 @@ class SREngine:
     def __init__(self, model_dir: Path, *, device: str = "auto", tile: int = 512, tile_pad: int = 16,
                  max_batch: int = 8, channels_last: bool = True, half: bool = False, prefer_plus: bool = False,
                  verify_sha256: bool = True, cpu_workers: int | None = None, threads: int | None = None,
-                 nice: int = 0):
+                 nice: int = 0, batch_tiles: str = "auto"):
         self.model_dir = Path(model_dir)
         self.requested_device = device
         self.tile = tile
@@ -80,6 +81,7 @@ class SREngine:
         self.cpu_workers = max(1, cpu_workers or cores)
         self.threads = max(1, threads or cores // self.cpu_workers)  # torch threads per CPU worker
         self.nice = nice  # CPU workers yield to cheap calls (toolserver.pool)
+        self.batch_tiles = batch_tiles  # "auto": on a GPU only; "always"; "never"
         self._checkpoints: dict[int, InstalledCheckpoint] = {}
         self._installed: list[InstalledCheckpoint] = []  # every verified file (both x4 variants)
         self._problems: list[str] = []
@@ -129,6 +131,12 @@ class SREngine:
             self._device = _pick_device(self.requested_device)
         return self._device
 
+    @property
+    def batches_tiles(self) -> bool:
+        """Whether queued same-shaped tiles (of one image or of several callers') share a forward pass. On the CPU
+        one pass per core does more work than batched passes (BENCHMARKS.md), so `auto` batches on a GPU only."""
+        return self.batch_tiles == "always" or (self.batch_tiles == "auto" and self.device != "cpu")
+
     def status(self) -> dict[str, Any]:
         try:
             device = self.device
@@ -143,6 +151,7 @@ class SREngine:
             "model_dir": str(self.model_dir),
             "device": device,
             "workers": 1 if device != "cpu" else self.cpu_workers,
+            "batch_tiles": self.batch_tiles, "max_batch": self.max_batch,
             "problems": list(self._problems),
             "queued_tiles": len(self._queue),
         }
@@ -166,32 +175,47 @@ class SREngine:
 
         `deadline` is a `time.monotonic()` value: tiles not started by then are skipped (SRTimeout).
         """
-        jobs = []
-        for image, scale in items:
-            if scale not in self._checkpoints:
-                raise SRUnavailable(self.unavailable_reason(scale))
-            pixels = np.asarray(image.convert("RGB"), dtype=np.uint8)
-            if pixels.shape[0] == 0 or pixels.shape[1] == 0:
-                raise ValueError("cannot upscale an empty image")
-            jobs.append(_Job(pixels=pixels, scale=scale, deadline=deadline))
+        pixels = [np.asarray(image.convert("RGB"), dtype=np.uint8) for image, _ in items]
         started = time.perf_counter()
-        for job in jobs:
-            self._submit(job)
-        # Workers enforce the deadline between tiles; the margin covers tiles already running.
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic()) + 30.0
+        outcomes = self.run_jobs([(p, scale, deadline) for p, (_, scale) in zip(pixels, items, strict=True)])
         out = []
-        for job in jobs:
-            try:
-                pixels, tiles = job.future.result(timeout=wait)
-            except TimeoutError as exc:
-                if isinstance(exc, SRTimeout):
-                    raise
-                raise SRTimeout("super-resolution did not finish before the deadline") from exc
-            checkpoint = self._checkpoints.get(job.scale)
-            name = checkpoint.known.file if checkpoint else "?"
-            out.append(Upscaled(Image.fromarray(pixels), job.scale, name, self.device, tiles,
-                                time.perf_counter() - started))
+        for (_, scale), outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            out.append(Upscaled(Image.fromarray(outcome[0]), scale, self.checkpoint_name(scale), self.device,
+                                outcome[1], time.perf_counter() - started))
         return out
+
+    def run_jobs(self, jobs: list[tuple[np.ndarray, int, float | None]]) -> list[tuple[np.ndarray, int] | Exception]:
+        """Each job (HxWx3 uint8 pixels, scale, monotonic deadline) enlarged, or why not (SRUnavailable, SRTimeout,
+        ValueError): one job's failure is its own. All valid jobs are queued before any is waited for."""
+        outcomes: list[tuple[np.ndarray, int] | Exception | _Job] = []
+        for pixels, scale, deadline in jobs:
+            if scale not in self._checkpoints:
+                outcomes.append(SRUnavailable(self.unavailable_reason(scale)))
+            elif pixels.ndim != 3 or pixels.shape[0] == 0 or pixels.shape[1] == 0:
+                outcomes.append(ValueError("cannot upscale an empty image"))
+            else:
+                job = _Job(pixels=pixels, scale=scale, deadline=deadline)
+                self._submit(job)
+                outcomes.append(job)
+        return [self._wait(o) if isinstance(o, _Job) else o for o in outcomes]
+
+    def _wait(self, job: _Job) -> tuple[np.ndarray, int] | Exception:
+        # Workers enforce the deadline between tiles; the margin covers tiles already running.
+        wait = None if job.deadline is None else max(0.0, job.deadline - time.monotonic()) + 30.0
+        try:
+            return job.future.result(timeout=wait)
+        except SRTimeout as exc:
+            return exc
+        except TimeoutError:
+            return SRTimeout("super-resolution did not finish before the deadline")
+        except Exception as exc:
+            return exc
+
+    def checkpoint_name(self, scale: int) -> str:
+        checkpoint = self._checkpoints.get(scale)
+        return checkpoint.known.file if checkpoint else "?"
 
     def close(self, timeout: float = 30.0) -> None:
         with self._cond:
@@ -241,7 +265,7 @@ class SREngine:
                 if not first.job.failed:
                     break
             batch = [first]
-            if self.device != "cpu" and self.max_batch > 1:
+            if self.batches_tiles and self.max_batch > 1:
                 for tile in list(self._queue):
                     if len(batch) >= self.max_batch:
                         break

@@ -14,6 +14,7 @@ from PIL import Image
 
 from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
+from toolserver.stores.aliases import Aliases
 
 CALL_LOG_LIMIT = 1000  # call records a session keeps (its latest)
 
@@ -42,6 +43,8 @@ class SessionStore(ABC):
     kind: str
     # Whether tool images must come with an encoding to store (the in-memory store keeps pixels).
     stores_encoded: bool = False
+    # Names for sessions, kept where every replica sees them (verl-tool's trajectories, MCP's sessions).
+    aliases: Aliases
 
     @abstractmethod
     async def create(self, settings: SessionSettings, ttl_s: float) -> SessionMap: ...

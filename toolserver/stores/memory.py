@@ -17,6 +17,7 @@ from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge
 from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap, image_nbytes
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
+from toolserver.stores.aliases import Aliases
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
 
 
@@ -34,6 +35,7 @@ class MemoryStore(SessionStore):
     def __init__(self, *, session_max_bytes: int, total_max_bytes: int, tombstones: int = 100_000):
         self.session_max_bytes = session_max_bytes
         self.total_max_bytes = total_max_bytes
+        self.aliases = Aliases()
         self._sessions: OrderedDict[str, SessionMap] = OrderedDict()  # least recently used first
         self._locks: dict[str, asyncio.Lock] = {}
         self._gone: OrderedDict[str, str] = OrderedDict()

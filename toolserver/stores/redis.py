@@ -44,6 +44,7 @@ from toolserver.imaging import decode_image
 from toolserver.memorymap import OUTCOMES_KEPT, CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
+from toolserver.stores.aliases import RedisAliases
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
 from toolserver.stores.redis_lock import SessionLocks
 from toolserver.stores.redis_parts import (
@@ -54,6 +55,8 @@ from toolserver.stores.redis_parts import (
     SCRIPT_TOUCH,
     DecodedCache,
     RemoteTexts,
+    as_bytes,
+    pairs,
     scan_sessions,
 )
 
@@ -82,6 +85,7 @@ class RedisStore(SessionStore):
         self.session_max_bytes = session_max_bytes
         self.cache = DecodedCache(decoded_cache_bytes)
         self.locks = SessionLocks(self.redis, lease_s=lock_lease_s, wait_s=lock_timeout_s)
+        self.aliases = RedisAliases(self.redis, prefix, self._guard)
         self.prefix = prefix
         self.retry_after_s = retry_after_s
         self._touch = self.redis.register_script(SCRIPT_TOUCH)
@@ -144,7 +148,7 @@ class RedisStore(SessionStore):
                 reason = reply[1].decode()
                 raise SessionGone(f"session {session_id} has {reason}; create a new session")
             raise NotFound(f"no session {session_id}", code="unknown_session")
-        session = self._build(session_id, _pairs(reply[1]), reply[2], _pairs(reply[3]))
+        session = self._build(session_id, pairs(reply[1]), reply[2], pairs(reply[3]))
         if not may_see(session.owner):  # another key's session: as if none
             raise NotFound(f"no session {session_id}", code="unknown_session")
         return session
@@ -196,7 +200,7 @@ class RedisStore(SessionStore):
             live, owner = await self.redis.exists(keys[0]), await self.redis.hget(keys[0], "owner")
         if not live:
             await self.get(session_id)  # 404 or 410, as for any other use
-        if not may_see(_as_bytes(owner).decode() if owner else None):
+        if not may_see(as_bytes(owner).decode() if owner else None):
             raise NotFound(f"no session {session_id}", code="unknown_session")
         with self._guard():
             await self.redis.delete(*keys)  # the tombstone too: a released session is unknown (404)
@@ -327,7 +331,7 @@ class RedisStore(SessionStore):
         field = entry.blob_key if entry.blob_format == fmt else f"{entry.blob_key}.{fmt}"
         with self._guard():
             found = await self.redis.hget(self._key(session.id, "blobs"), field or "")
-        return _as_bytes(found) if found is not None else None
+        return as_bytes(found) if found is not None else None
 
     async def keep_encoding(self, session: SessionMap, entry: ImageEntry, fmt: str, data: bytes) -> None:
         with self._guard():
@@ -348,7 +352,7 @@ class RedisStore(SessionStore):
             data = await self.redis.hget(self._key(session.id, "blobs"), entry.blob_key or "")
         if data is None:
             raise SessionGone(f"session {session.id} has {_EVICTED}; create a new session")
-        return _as_bytes(data)
+        return as_bytes(data)
 
     # -- tool threads ---------------------------------------------------------------------------
     def _fetch(self, session_id: str, field: str) -> bytes:
@@ -390,11 +394,3 @@ class RedisStore(SessionStore):
         await self.redis.aclose()
         self._sync.close()
 
-
-def _as_bytes(value: bytes | str) -> bytes:
-    """A reply as bytes (the clients are not set to decode responses; the stubs allow either)."""
-    return value if isinstance(value, bytes) else value.encode()
-
-
-def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
-    return dict(zip(flat[::2], flat[1::2], strict=True))

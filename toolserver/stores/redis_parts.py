@@ -254,3 +254,12 @@ def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """A reply as bytes (the clients are not set to decode responses; the stubs allow either)."""
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))

@@ -25,7 +25,7 @@ from toolserver.schema import parameters_schema
 if TYPE_CHECKING:
     from toolserver.documents.library import DocumentLibrary
     from toolserver.sandbox.executor import Sandbox
-    from toolserver.sr.engine import SREngine
+    from toolserver.sr.service import SRFront
 
 
 @dataclass
@@ -65,7 +65,7 @@ class ToolContext:
     coords: Coords
     observations: int  # tool images returned so far in this session
     inputs_are_views: bool = False  # the session's input images were uploaded as the model sees them
-    sr: SREngine | None = None  # the super-resolution engine, shared by all sessions
+    sr: SRFront | None = None  # the super-resolution model, shared by all sessions
     documents: DocumentLibrary | None = None  # the document library, shared by all sessions
     sandbox: Sandbox | None = None  # the code sandbox, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
