@@ -85,6 +85,38 @@ class Toolserver(VerlToolServer):
         raise RuntimeError("toolserver's sandbox did not start")
 
 
+class ToolserverOnServe(Toolserver):
+    """toolserver as a Ray Serve app on a two-node Ray cluster on this machine (bench/ray_cluster.py: two ingress
+    replicas, sessions in a Redis of its own, a Chroma server), deployed from deploy/ray/toolserver.yaml. Its CPU
+    and memory are those of the whole cluster: every Ray process, Redis and Chroma."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ready_timeout = 600.0
+
+    @property
+    def command(self) -> list[str]:
+        return [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "bench" / "ray_cluster.py"), "--port",
+                str(self.port), "--models", "", "--state", "--pids", str(self.workdir / "pids")]
+
+    def start(self) -> ToolserverOnServe:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            super().start()
+            deadline = time.monotonic() + 60
+            while not (self.workdir / "pids").exists() and time.monotonic() < deadline:  # written at READY
+                time.sleep(0.2)
+        except BaseException:
+            self.stop()  # the cluster's shutdown: nothing of it may outlive a failed start
+            raise
+        return self
+
+    def pids(self) -> list[int]:
+        listed = self.workdir / "pids"
+        alive = [int(p) for p in listed.read_text().split()] if listed.exists() else []
+        return [p for p in alive if Path(f"/proc/{p}").exists()]
+
+
 def input_images(n: int, group: int) -> list[str]:
     """Each trajectory's input image: one photo for all (the issue's workload), or one per `group` trajectories
     (GRPO: the rollouts of a prompt share its image), the groups' images differing by an 8x8 corner block."""
@@ -217,36 +249,46 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     parser.add_argument("--per-request", action="store_true", help="only each server's CPU per request, "
                         "one request at a time")
+    parser.add_argument("--serve", action="store_true", help="also race toolserver on Ray Serve (two nodes on this "
+                        "machine) beside uvicorn's")
     args = parser.parse_args()
     activate_shim_in_this_process()
     if args.per_request:
         per_request_cost()
         return
     servers = {"theirs": VerlToolServer, "ours": Toolserver}
+    if args.serve:
+        servers["serve"] = ToolserverOnServe
     runs: dict[tuple[int, str], list[dict]] = {}
     for n in args.sizes:
         for round_ in range(args.rounds):
-            order = ["theirs", "ours"] if round_ % 2 == 0 else ["ours", "theirs"]
+            order = list(servers) if round_ % 2 == 0 else list(servers)[::-1]
             for name in order:
                 run = one_run(servers[name], n, args.calls, input_images(n, args.group), f"{name}{n}r{round_}")
                 runs.setdefault((n, name), []).append(run)
                 print(f"N={n} round {round_ + 1} {name}: " + ", ".join(f"{k} {run[k]:.4g}" for k in METRICS)
                       + f", valid {run['ok']}/{run['crops']}", flush=True)
-        same = runs[(n, "theirs")][0]["first"] == runs[(n, "ours")][0]["first"]
-        print(f"N={n}: first trajectory's observations identical (texts and image bytes): {same}", flush=True)
-    report(runs, args.sizes)
+        for name in servers:
+            same = runs[(n, "theirs")][0]["first"] == runs[(n, name)][0]["first"]
+            print(f"N={n}: {name}: first trajectory's observations identical to theirs (texts and image bytes): "
+                  f"{same}", flush=True)
+    report(runs, args.sizes, [name for name in servers if name != "theirs"])
     if args.json:
         args.json.write_text(json.dumps({f"{n}/{name}": [{k: r[k] for k in METRICS} for r in rs]
                                          for (n, name), rs in runs.items()}, indent=1))
 
 
-def report(runs: dict, sizes: list[int]) -> None:
-    print("\n| N | metric | theirs (median) | ours (median) | ours / theirs |\n|---|---|---|---|---|")
+def report(runs: dict, sizes: list[int], ours: list[str]) -> None:
+    head = " | ".join(f"{name} (median) | {name} / theirs" for name in ours)
+    print(f"\n| N | metric | theirs (median) | {head} |\n|---|---|---|" + "---|---|" * len(ours))
     for n in sizes:
         for metric in METRICS:
             theirs = statistics.median(r[metric] for r in runs[(n, "theirs")])
-            ours = statistics.median(r[metric] for r in runs[(n, "ours")])
-            print(f"| {n} | {metric} | {theirs:.4g} | {ours:.4g} | {ours / theirs:.2f} |")
+            cells = []
+            for name in ours:
+                value = statistics.median(r[metric] for r in runs[(n, name)])
+                cells.append(f"{value:.4g} | {value / theirs:.2f}")
+            print(f"| {n} | {metric} | {theirs:.4g} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -113,6 +113,30 @@ class RedisProcess:
         self.proc.wait(10)
 
 
+class ChromaProcess:
+    """A throwaway Chroma server (`chroma run`, from the docs extra) on a spare loopback port, for benchmarks."""
+
+    def __init__(self, directory: Path):
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        chroma = Path(sys.executable).parent / "chroma"
+        self.proc = subprocess.Popen([str(chroma), "run", "--path", str(directory), "--host", "127.0.0.1", "--port",
+                                      str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("the Chroma server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
 def print_report(report: dict, path: Path | None) -> None:
     """A benchmark's figures as JSON on stdout, and in `path` when given (`--json`)."""
     import json

@@ -7,7 +7,8 @@ quartered (two CPUs hold all six replicas) and the HTTP port is a free one. Sett
 do on a real cluster: through the environment the nodes were started with.
 
 Every deploy is bounded by a timeout (a replica that cannot be placed makes Serve wait forever, with warnings
-only), and `stop` checks that no process of the cluster's session outlives it.
+only), and `stop` checks that no process of the cluster (its nodes' processes and every worker they started) outlives
+it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def fitted_config(port: int, *, cpu_share: float = 0.25, models: list[str] | Non
     config["http_options"]["port"] = port
     config["http_options"]["host"] = "127.0.0.1"
     app = config["applications"][0]
-    if models is not None:
+    if models is not None:  # the models left out run inside the ingress: their deployments go too
         app["args"]["models"] = models
+        app["deployments"] = [d for d in app["deployments"] if d["name"] in ("toolserver", *models)]
     for deployment in app["deployments"]:
         options = deployment.setdefault("ray_actor_options", {})
         options["num_cpus"] = options.get("num_cpus", 1) * cpu_share
@@ -43,19 +45,35 @@ def fitted_config(port: int, *, cpu_share: float = 0.25, models: list[str] | Non
     return config
 
 
-def _session_processes(session_dir: str) -> list[int]:
-    """Pids of live processes whose command line names the cluster's session directory."""
-    pids = []
+def descendants(roots: list[int]) -> list[int]:
+    """`roots` and every live process below them (read from /proc: ppid links)."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in found and Path(f"/proc/{pid}").exists():
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+    return found
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
         try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
             continue
-        if session_dir.encode() in cmdline:
-            pids.append(int(entry.name))
-    return pids
+        if state != "Z":
+            alive.append(pid)
+    return alive
 
 
 class RayTestCluster:
@@ -107,6 +125,13 @@ class RayTestCluster:
         wait_ready(self.url, timeout_s=max(10.0, deadline - time.monotonic()))
         return self.url
 
+    def processes(self) -> list[int]:
+        """Every process of the cluster: its nodes' processes (GCS, raylets, agents) and what they started (the
+        workers: controller, proxies, replicas)."""
+        roots = [info.process.pid for node in self.cluster.list_all_nodes()
+                 for infos in node.all_processes.values() for info in infos]
+        return descendants(roots)
+
     def node_ids(self) -> tuple[str, str]:
         """(head's node id, the GPU worker's)."""
         head = self.cluster.head_node.node_id
@@ -121,6 +146,7 @@ class RayTestCluster:
         if self.stopped:
             return []
         self.stopped = True
+        processes = self.processes() if self.cluster is not None else []
         try:
             serve.shutdown()
         finally:
@@ -128,7 +154,7 @@ class RayTestCluster:
             if self.cluster is not None:
                 self.cluster.shutdown()
         deadline = time.monotonic() + timeout_s
-        while (left := _session_processes(self.session_dir)) and time.monotonic() < deadline:
+        while (left := _alive(processes)) and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in left:
             with suppress(ProcessLookupError):
