@@ -149,3 +149,18 @@ def test_the_copy_shown_is_what_every_store_delivers_and_the_crop_what_it_keeps(
             assert digest(fetched) == turn["image"]["sha256"]
         sizes = [[i["width"], i["height"]] for i in client.get(f"/v1/sessions/{sid}").json()["images"]]
         assert sizes[1:] == [turn["image"]["raw_size"] for turn in session["turns"][:2]]
+
+
+@pytest.mark.parametrize("case", GOLDEN["prepare"], ids=[str(i) for i in range(len(GOLDEN["prepare"]))])
+def test_the_checks_of_a_direct_call_are_the_reference_s(case):
+    """`prepare_grounding_inputs_multi_turn` on what only a direct call hands it (recorded by calling the reference's
+    own function on an original of 2400x1500 shown at 1788x1118 and a 600x375 crop)."""
+    from toolserver.profiles.mini_o3 import prepare
+
+    try:
+        index, box = prepare(case["argument"], [(2400, 1500), (600, 375)], [(1788, 1118), (600, 375)],
+                             case["relative"])
+    except Exception as exc:
+        assert str(exc) == case["error"]
+    else:
+        assert "error" not in case and [index, box] == [case["index"], case["bbox"]]

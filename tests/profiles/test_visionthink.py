@@ -84,7 +84,8 @@ def test_image_tag_sessions(client):
 
 def test_direct_calls(client):
     sid = new_session(client, original("odd"))
-    ok = client.post(f"/v1/sessions/{sid}/tools/resize_image", json={"action": "resize"}).json()
+    call = {"id": "c1", "type": "function", "function": {"name": "resize_image", "arguments": '{"action": "resize"}'}}
+    ok = client.post(f"/v1/sessions/{sid}/tool_calls", json={"tool_calls": [call]}).json()["results"][0]
     assert ok["ok"] and [ok["images"][0]["width"], ok["images"][0]["height"]] == [1000, 750]
     bad = client.post(f"/v1/sessions/{sid}/tools/resize_image", json={"action": "zoom"}).json()
     assert bad["text"].startswith("<tool_response>\nERROR occurs during the function tool call. Error Information: "
