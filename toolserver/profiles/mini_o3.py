@@ -224,7 +224,7 @@ class Grounding(Tool):
             shown = process_image(crop)
         except Exception as exc:
             return failure(exc, "invalid_arguments")
-        text = TURN_PROMPT.format(action_turn=ctx.calls, observation_turn=ctx.calls + 1)
+        text = TURN_PROMPT.format(action_turn=ctx.tool_calls, observation_turn=ctx.tool_calls + 1)
         return ToolOutput(text=text, images=[crop], shown=[None if shown is crop else shown],
                           meta={"source": observations[index].key, "box": box})
 

@@ -83,14 +83,14 @@ class ToolContext:
     cached_view: Callable[[ImageEntry, str], Image.Image | None] | None = None
     # Views this call computed, for the core to hand to the store once the call is over.
     new_views: list[tuple[ImageEntry, str, Image.Image]] = field(default_factory=list)
-    calls: int = 0  # calls this session's tools have run so far (Mini-o3 numbers its turns by them)
+    tool_calls: int = 0  # calls this session's tools have run so far (Mini-o3 numbers its turns by them)
 
     @classmethod
     def of(cls, session: SessionMap, **services: Any) -> ToolContext:
         assert session.settings.coords is not None  # filled from the profile at creation
         # What the call may read while texts are added beside it: a copy in memory, a read-on-demand view remotely.
         return cls(session.id, tuple(session.images), session.texts.copy(), session.settings.coords,
-                   session.observations, session.settings.input_form == "view", calls=session.tool_calls,
+                   session.observations, session.settings.input_form == "view", tool_calls=session.tool_calls,
                    **services)
 
     def observation_key(self, offset: int = 0) -> str:
