@@ -149,6 +149,12 @@ def test_the_copy_shown_is_what_every_store_delivers_and_the_crop_what_it_keeps(
             assert digest(fetched) == turn["image"]["sha256"]
         sizes = [[i["width"], i["height"]] for i in client.get(f"/v1/sessions/{sid}").json()["images"]]
         assert sizes[1:] == [turn["image"]["raw_size"] for turn in session["turns"][:2]]
+        turn, key = session["turns"][0], {"Idempotency-Key": "retry-1"}
+        first = client.post(f"/v1/sessions/{sid}/act", json={"text": turn["action"]}, headers=key).json()
+        again = client.post(f"/v1/sessions/{sid}/act", json={"text": turn["action"]}, headers=key).json()
+        assert again["observation"] == first["observation"] and again["prompt"] == first["prompt"]  # a replay
+        if delivery == "inline":
+            assert digest(act_image(again)) == turn["image"]["sha256"]
 
 
 @pytest.mark.parametrize("case", GOLDEN["prepare"], ids=[str(i) for i in range(len(GOLDEN["prepare"]))])
