@@ -39,7 +39,7 @@ from toolserver.profiles import PROFILES
 
 def profile_for(call_format: str) -> str:
     """The profile a call format is served by: the first registered profile (plugins' included) that reads its
-    calls in that format, else `default` (its tools, e.g. Mini-o3's grounding runs `zoom_in`)."""
+    calls in that format, else `default`."""
     load_plugins()
     return next((name for name, profile in PROFILES.items() if profile.format.name == call_format), "default")
 

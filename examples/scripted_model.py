@@ -61,11 +61,11 @@ SCRIPTS: dict[str, list[Any]] = {
         'The object is here:\n```json\n[{"bbox_2d": [60, 60, 420, 360], "label": "the sign"}]\n```',
         ANSWER,
     ],
-    "mini-o3": [
-        '<think>Zoom on the left part.</think><grounding>{"bbox_2d": [0, 100, 500, 900], '
+    "mini-o3": [  # 0-1 boxes; an observation is addressed by its number
+        '<think>Zoom on the left part.</think><grounding>{"bbox_2d": [0, 0.1, 0.5, 0.9], '
         '"source": "original_image"}</grounding>',
         "<think>Something went wrong.</think><grounding>{bbox_2d: oops}</grounding>",
-        '<grounding>{"bbox_2d": [200, 0, 800, 500], "source": "observation_1"}</grounding>',
+        '<grounding>{"bbox_2d": [0.2, 0, 0.8, 0.5], "source": "observation_1"}</grounding>',
         ANSWER,
     ],
     "deepeyes": [  # pixel boxes on the original; a turn of two calls, then one whose box is inverted

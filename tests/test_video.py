@@ -209,7 +209,8 @@ def test_video_frames_through_act(client):
     sid = new_session(client, "pixel-reasoner", images=[{"data": b64(VIDEO), "max_frames": 4}])
     j = client.post(f"/v1/sessions/{sid}/act", json={"text": '<tool_call>{"name": "select_frames", "arguments": '
                                                              '{"target_frames": [2, 4]}}</tool_call>'}).json()
-    assert j["results"][0]["ok"] and j["prompt"].endswith("Numbered 1 to 2):<image><image>")
+    vision = "<|vision_start|><|image_pad|><|vision_end|>"
+    assert j["results"][0]["ok"] and j["prompt"].endswith("Numbered 1 to 2):" + vision * 2)
     j = client.post(f"/v1/sessions/{sid}/act", json={"text": '<tool_call>{"name": "crop_image", "arguments": '
                     '{"bbox_2d": [0.3, 0.3, 0.7, 0.7], "target_image": 3}}</tool_call>'}).json()
     result = j["results"][0]

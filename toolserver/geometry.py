@@ -87,6 +87,7 @@ class ViewRule:
     max_long_side: int | None = None
     prescale_max_pixels: int | None = None
     prescale_min_pixels: int | None = None
+    downsample: int | None = None  # VisionThink: after the prescale, each side floor-divided by this
 
     def view_size(self, width: int, height: int) -> tuple[int, int]:
         """(view_width, view_height) of an original of `width` x `height`; raises CoordError."""
@@ -96,6 +97,10 @@ class ViewRule:
         if self.prescale_min_pixels is not None and width * height < self.prescale_min_pixels:
             scale = math.sqrt(self.prescale_min_pixels / (width * height))
             width, height = int(width * scale), int(height * scale)
+        if self.downsample is not None:
+            width, height = width // self.downsample, height // self.downsample
+            if width < 1 or height < 1:
+                raise CoordError(f"the view downsampled by {self.downsample} would be empty")
         if self.max_long_side is not None:
             width, height = fit_long_side(width, height, self.max_long_side)
         if self.factor is not None:

@@ -134,6 +134,12 @@ class ImageEntry:
         return self._source_bytes
 
     @property
+    def pixels_format(self) -> str:
+        """What a store calls the PNG of a tool image's pixels: "png", or "pixels" where a PNG it was delivered as
+        (a copy shown in its place, `ToolOutput.shown`) is what a PNG fetch returns."""
+        return "pixels" if self.delivered is not None and self.delivered[0] == "png" else "png"
+
+    @property
     def is_input(self) -> bool:
         return self.origin == "input"
 

@@ -42,6 +42,8 @@ class ViewSettings(BaseModel):
     max_long_side: int | None = Field(default=None, ge=1)
     prescale_max_pixels: int | None = Field(default=None, ge=1, description="MGPO's process_image cap")
     prescale_min_pixels: int | None = Field(default=None, ge=1, description="MGPO's process_image floor")
+    downsample: int | None = Field(default=None, ge=2, le=64, description=(
+        "After the prescale, each side floor-divided by this (VisionThink's downsampled first view: 2)"))
 
     @model_validator(mode="after")
     def _bounds(self) -> ViewSettings:
@@ -56,7 +58,7 @@ class ViewSettings(BaseModel):
 
     def rule(self) -> ViewRule:
         return ViewRule(self.factor, self.min_pixels, self.max_pixels, self.max_long_side,
-                        self.prescale_max_pixels, self.prescale_min_pixels)
+                        self.prescale_max_pixels, self.prescale_min_pixels, self.downsample)
 
 
 class OutputSettings(BaseModel):
@@ -122,6 +124,10 @@ class SessionSettings(BaseModel):
         "session's view rule, e.g. verl's dataset, and sends them as its agent loop does): each one's size must be "
         "one the rule produces, and the server neither resizes nor re-encodes them. `original`: the server "
         "derives the model's view from the original."))
+    image_marker: Literal["vision_tokens", "image_tag"] = Field(default="vision_tokens", description=(
+        "How `/act`'s `prompt` writes each image: `vision_tokens`, as the profile's reference rollout appends it to "
+        "the token stream before its processor expands it (Qwen-VL's `<|vision_start|><|image_pad|><|vision_end|>`); "
+        "`image_tag`, a bare `<image>`, for a trainer that puts in its own tokens (verl-tool's agent loop)."))
 
 
 class CreateSessionRequest(SessionSettings):
@@ -319,8 +325,9 @@ class ActResponse(BaseModel):
     done: bool = Field(default=False, description=(
         "The environment ends the episode here: the text held no tool call (DeepEyes: or a non-empty answer)."))
     prompt: str | None = Field(default=None, description=(
-        "Systems that append raw text to the token stream (DeepEyes, Pixel-Reasoner): the observation exactly as "
-        "they append it, `<image>` standing for each image of `results`, in order."))
+        "Systems that append raw text to the token stream (DeepEyes, Pixel-Reasoner, Mini-o3, …): the observation "
+        "exactly as their rollout appends it, each image of `results`, in order, written as the session's "
+        "`image_marker` says (by default Qwen-VL's vision tokens, as the rollout writes them)."))
 
 
 # -- batch validation (/v1/validate) -------------------------------------------------------------

@@ -8,9 +8,11 @@ def test_act_reports_parse_errors_as_results(client):
     assert r["calls"][0]["error"].startswith("Error: tool call 1 is not valid JSON")
     assert r["results"][0]["ok"] is False and r["results"][0]["error"]["code"] == "parse_error"
     assert r["observation"] == [{"role": "tool", "content": r["results"][0]["text"]}]
-    mini = client.post(f"/v1/sessions/{sid}/act", json={"format": "mini-o3", "text": '<grounding>{"bbox_2d": '
-                       '[0, 0, 500, 500], "source": "original_image"}</grounding>'}).json()
-    assert mini["results"][0]["ok"] and mini["results"][0]["images"][0]["width"] == 28  # 25 px grows to 28
+    mini_sid = client.post("/v1/sessions", json={"profile": "mini-o3", "images": [{"data": b64(png_bytes(
+        gradient(50, 50)))}]}).json()["session_id"]
+    mini = client.post(f"/v1/sessions/{mini_sid}/act", json={"text": "<grounding>{bbox}</grounding>"}).json()
+    assert mini["results"][0]["ok"] is False and mini["results"][0]["error"]["code"] == "parse_error"
+    assert mini["results"][0]["text"].startswith("ERROR occurs during grounding. Error Information: 'NoneType'")
 
 
 def test_act_carries_each_image_once(client):

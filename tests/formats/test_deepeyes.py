@@ -2,6 +2,7 @@
 a broken block, and the observation text (tool responses then TURN_PROMPT_V5, or one error alone)."""
 
 from toolserver.formats import get_format, parse
+from toolserver.formats.base import VISION_TOKENS
 from toolserver.formats.deepeyes import TOOL_RESPONSE, TURN_PROMPT
 from toolserver.models import ErrorInfo, ResultImage, ToolResult
 
@@ -25,9 +26,10 @@ def test_three_calls_a_turn_and_the_first_broken_block_ends_the_list():
 def test_the_observation_text():
     image = ResultImage(key="observation_1", index=1, width=2, height=2, mime="image/png", data="AA==")
     ok = ToolResult(ok=True, tool="t", text="", images=[image, image])
-    prompt = get_format("deepeyes").prompt([ok])
+    prompt = get_format("deepeyes").prompt([ok], image="<image>")
     assert prompt == "<|im_end|>\n<|im_start|>user\n" + TOOL_RESPONSE * 2 + TURN_PROMPT + \
         "<|im_end|>\n<|im_start|>assistant\n"
+    assert get_format("deepeyes").prompt([ok]) == prompt.replace("<image>", VISION_TOKENS)  # as its rollout writes
     failed = ToolResult(ok=False, tool="t", text="Error: boom", error=ErrorInfo(code="x", message="Error: boom"))
     assert get_format("deepeyes").observation([ok, failed]) == [{"role": "user", "content": "Error: boom"}]
     assert get_format("deepeyes").prompt([]) == ""

@@ -25,7 +25,8 @@ def test_the_observation_replaces_image_tokens_in_order():
     image = ResultImage(key="observation_1", index=1, width=2, height=2, mime="image/jpeg", data="AA==")
     result = ToolResult(ok=True, tool="crop_image", text="Here is the cropped image.\n<image>", images=[image])
     fmt = get_format("pixel-reasoner")
-    assert fmt.prompt([result]) == "Here is the cropped image.\n<image>"
+    assert fmt.prompt([result], image="<image>") == "Here is the cropped image.\n<image>"
+    assert fmt.prompt([result]) == "Here is the cropped image.\n<|vision_start|><|image_pad|><|vision_end|>"
     content = fmt.observation([result])[0]["content"]
     assert content[0] == {"type": "text", "text": "Here is the cropped image.\n"}
     assert content[1]["image_url"]["url"] == "data:image/jpeg;base64,AA=="

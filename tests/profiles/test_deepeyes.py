@@ -14,7 +14,7 @@ SRC = gradient(640, 480)
 TURN_PROMPT = ("\nThink in the mind first, and then decide whether to call tools one or more times OR provide final "
                "answer. Format strictly as: <think>...</think> <tool_call>...</tool_call> <tool_call>...</tool_call> "
                "(if any tools needed) OR <answer>...</answer> (if no tools needed).")
-RESPONSE = "<tool_response>\n<image>\n</tool_response>\n"
+RESPONSE = "<tool_response>\n<|vision_start|><|image_pad|><|vision_end|>\n</tool_response>\n"  # as its rollout writes it
 OPEN, CLOSE = "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -154,6 +154,13 @@ def test_act_turn_renders_tool_responses_then_the_turn_prompt(client):
     assert content[0]["text"] == "<tool_response>\n"
     assert content[2]["text"] == "\n</tool_response>\n<tool_response>\n"
     assert content[4]["text"] == "\n</tool_response>\n" + TURN_PROMPT
+
+
+def test_image_tag_sessions_keep_the_env_s_image_tags(client):
+    """The env's own text; its rollout replaces each `<image>` with Qwen-VL's vision tokens (the default)."""
+    sid = make_session(client, "deepeyes", SRC, image_marker="image_tag")
+    j = act(client, sid, tool_call("image_zoom_in_tool", {"bbox_2d": [0, 0, 100, 100]}))
+    assert j["prompt"] == OPEN + "<tool_response>\n<image>\n</tool_response>\n" + TURN_PROMPT + CLOSE
 
 
 def test_act_runs_at_most_three_calls(client):

@@ -190,11 +190,19 @@ def test_act_reads_the_first_call_and_renders_the_text_with_its_images(client):
     second = json.dumps({"name": "select_frames", "arguments": {"target_frames": [1]}})
     j = act(client, sid, f"<think>zoom</think><tool_call>{first}</tool_call><tool_call>{second}</tool_call>")
     assert not j["done"] and len(j["results"]) == 1
-    assert j["prompt"] == "Here is the cropped image. (Image Size: 392x280)\n<image>"
+    # as verl-tool's agent loop replaces the tool server's `<image>`
+    assert j["prompt"] == "Here is the cropped image. (Image Size: 392x280)\n<|vision_start|><|image_pad|><|vision_end|>"
     content = j["observation"][0]["content"]
     assert j["observation"][0]["role"] == "user"
     assert content[0] == {"type": "text", "text": "Here is the cropped image. (Image Size: 392x280)\n"}
     assert content[1]["type"] == "image_url" and len(content) == 2
+
+
+def test_image_tag_sessions_get_the_tool_server_s_own_text(client):
+    sid = make_session(client, "pixel-reasoner", SRC, image_marker="image_tag")
+    call = json.dumps({"name": "crop_image", "arguments": {"bbox_2d": [0.1, 0.1, 0.5, 0.5], "target_image": 1}})
+    j = act(client, sid, f"<tool_call>{call}</tool_call>")
+    assert j["prompt"] == "Here is the cropped image. (Image Size: 392x280)\n<image>"
 
 
 @pytest.mark.parametrize("text, prompt", [

@@ -83,9 +83,10 @@ class AsyncClient:
                              texts: Mapping[str, str] | Sequence[str] | None = None, *, profile: str = "default",
                              coords: str | None = None, view: ViewSettings | Mapping | None = None,
                              output: OutputSettings | Mapping | None = None, ttl_s: float | None = None,
-                             max_tool_calls: int | None = None,
-                             input_form: str | None = None) -> AsyncSession:
-        settings = _session_settings(profile, coords, view, output, ttl_s, max_tool_calls, texts, input_form)
+                             max_tool_calls: int | None = None, input_form: str | None = None,
+                             image_marker: str | None = None) -> AsyncSession:
+        settings = _session_settings(profile, coords, view, output, ttl_s, max_tool_calls, texts, input_form,
+                                     image_marker)
         response = await self.request("POST", "/v1/sessions", **_image_payload(images, settings))
         return AsyncSession(self, SessionCreated.model_validate_json(response.content))
 

@@ -100,10 +100,10 @@ def _image_payload(images: Sequence[ImageLike] | Mapping[str, ImageLike],
 def _session_settings(profile: str, coords: str | None, view: ViewSettings | Mapping | None,
                       output: OutputSettings | Mapping | None, ttl_s: float | None,
                       max_tool_calls: int | None, texts: Mapping[str, str] | Sequence[str] | None,
-                      input_form: str | None = None) -> dict[str, Any]:
+                      input_form: str | None = None, image_marker: str | None = None) -> dict[str, Any]:
     settings: dict[str, Any] = {"profile": profile}
     for name, scalar in (("coords", coords), ("ttl_s", ttl_s), ("max_tool_calls", max_tool_calls),
-                         ("input_form", input_form)):
+                         ("input_form", input_form), ("image_marker", image_marker)):
         if scalar is not None:
             settings[name] = scalar
     for name, nested in (("view", view), ("output", output)):

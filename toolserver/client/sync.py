@@ -82,10 +82,11 @@ class Client:
                        texts: Mapping[str, str] | Sequence[str] | None = None, *, profile: str = "default",
                        coords: str | None = None, view: ViewSettings | Mapping | None = None,
                        output: OutputSettings | Mapping | None = None, ttl_s: float | None = None,
-                       max_tool_calls: int | None = None,
-                       input_form: str | None = None) -> Session:
+                       max_tool_calls: int | None = None, input_form: str | None = None,
+                       image_marker: str | None = None) -> Session:
         """A new session holding `images` (keys img_0, img_1, … or the mapping's keys) and `texts`."""
-        settings = _session_settings(profile, coords, view, output, ttl_s, max_tool_calls, texts, input_form)
+        settings = _session_settings(profile, coords, view, output, ttl_s, max_tool_calls, texts, input_form,
+                                     image_marker)
         response = self.request("POST", "/v1/sessions", **_image_payload(images, settings))
         return Session(self, SessionCreated.model_validate_json(response.content))
 

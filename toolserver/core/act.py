@@ -8,7 +8,7 @@ from typing import Any
 from toolserver.core.calls import IdempotencyKey, ToolCalls
 from toolserver.core.results import failure
 from toolserver.formats import get_format
-from toolserver.formats.base import NO_TOOL_CALL, Parsed
+from toolserver.formats.base import IMAGE_MARKERS, NO_TOOL_CALL, Parsed
 from toolserver.models import ActResponse, ResultImage, ToolResult
 from toolserver.profiles import get_profile
 
@@ -36,8 +36,9 @@ async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *
         _add_parser_results(parsed, records, results)
     results = call_format.finish(results)
     done = call_format.ends(parsed, results)
+    prompt = call_format.prompt(results, image=IMAGE_MARKERS[session.settings.image_marker])
     return ActResponse(format=call_format.name, calls=records, results=results, done=done,
-                       observation=call_format.observation(results), prompt=call_format.prompt(results))
+                       observation=call_format.observation(results), prompt=prompt)
 
 
 def _add_parser_results(parsed: Parsed, records: list[dict[str, Any]], results: list[ToolResult]) -> None:

@@ -70,6 +70,10 @@ class Delivery:
         delivered = []
         stored: list[bytes | None] = []
         for offset, (img, entry) in enumerate(output.returned()):
+            shown = output.shown_form(offset) if entry is None else None
+            if shown is not None:  # the copy the model is shown: its bytes are what is delivered, and recorded
+                output.encoded[len(output.encoded):offset + 1] = [None] * (offset + 1 - len(output.encoded))
+                output.encoded[offset] = (self.encode(shown, fmt), OUTPUT_FORMATS[fmt])
             if entry is None and (store_png or output.encoded_form(offset) is None):
                 img.load()  # pixels the session will hold (a lazily decoded result is held as its bytes instead)
             data, mime = None, OUTPUT_FORMATS[fmt]
@@ -88,7 +92,8 @@ class Delivery:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), mime, data)
                     delivered.append(Delivered(mime=mime, path=str(path)))
             if store_png and entry is None:  # new pixels, kept losslessly (reused images are stored already)
-                stored.append(data if data is not None and mime == "image/png" else self.encode(img, "png"))
+                same = data is not None and mime == "image/png" and shown is None
+                stored.append(data if same else self.encode(img, "png"))
             else:
                 stored.append(None)
         return output, delivered, stored
@@ -146,25 +151,31 @@ class Delivery:
                      base_url: str) -> tuple[ToolResult, list[ImageEntry]]:
         """The call's result and the entries its images will be registered as (the store commits them)."""
         new_entries = []
+        shown_sizes: list[tuple[int, int] | None] = []
         lazy = not self.services.store.stores_encoded
         for offset, (img, source) in enumerate(output.returned()):
-            view, view_error = compute_view(session.view_rule, img.size)
+            shown = output.shown_form(offset) if source is None else None
+            view, view_error = (shown.size, None) if shown is not None else compute_view(session.view_rule, img.size)
             encoded = output.encoded_form(offset) if source is None else None
             # A result defined by its encoded bytes (Pixel-Reasoner's JPEG) is held as those bytes, a tenth of
             # its pixels, and decoded again only if a later call reads it: decoding them gives the same pixels.
+            # (Not a result shown as a resized copy: those bytes are the copy's.)
+            held_encoded = encoded is not None and lazy and shown is None
             entry = ImageEntry(
                 key=session.observation_key(offset), index=-1, origin=f"tool:{name}",
-                pixels=img if encoded is None or not lazy else None, size=img.size,
-                load_pixels=None if encoded is None or not lazy else partial(_decode_exact, encoded[0]),
+                pixels=img if not held_encoded else None, size=img.size,
+                load_pixels=partial(_decode_exact, encoded[0]) if held_encoded and encoded is not None else None,
                 view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
             )
             if encoded is not None:
                 entry.delivered = (_FORMAT_OF[encoded[1]], encoded[0])
             new_entries.append(entry)
+            shown_sizes.append(shown.size if shown is not None else None)
         images = []
         fmt = session.settings.output.format
         for i, entry in enumerate(new_entries):
-            out = ResultImage(key=entry.key, index=len(session.images) + i, width=entry.size[0], height=entry.size[1],
+            width, height = shown_sizes[i] or entry.size  # what is delivered: the copy the model is shown, if any
+            out = ResultImage(key=entry.key, index=len(session.images) + i, width=width, height=height,
                               mime=OUTPUT_FORMATS[fmt])
             if i < len(delivered):
                 out.mime = delivered[i].mime

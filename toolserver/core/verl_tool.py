@@ -200,8 +200,10 @@ class VerlToolBridge:
         if not isinstance(images, list) or not all(isinstance(x, str) for x in images):
             raise _InvalidImages("extra_fields 'images' must be a list of data URLs or paths")
         inputs = [ImageInput(data=x) if x.startswith("data:") else ImageInput(path=x) for x in images]
-        # The agent loop sends the images the model sees (verl's dataset resized them), as the model sees them.
-        request = CreateSessionRequest(profile=self.profile.name, input_form="view", images=inputs)
+        # The agent loop sends the images the model sees (verl's dataset resized them), as the model sees them,
+        # and replaces each `<image>` of an observation with its own tokens itself.
+        request = CreateSessionRequest(profile=self.profile.name, input_form="view", images=inputs,
+                                       image_marker="image_tag")
         created = await self.intake.create_session(request, check_views=False)
         return created.session_id
 

@@ -4,6 +4,11 @@ of one turn, and how it feeds the results back.
 A `CallFormat` parses a model turn into calls (never raising: whatever is malformed becomes a model-readable
 error, in that system's words where it has them), holds its `TurnRule`, and renders the observation: the chat
 messages to append and, for systems that append raw text to the token stream, that text (`prompt`).
+
+The image rule of `prompt`: each image is written as the system's rollout writes it into the token stream before
+its processor expands it, Qwen-VL's `<|vision_start|><|image_pad|><|vision_end|>` (`VISION_TOKENS`) for every
+built-in system; `prompt(results, image)` writes `image` there instead, so a session can ask for the bare
+`<image>` tag (`image_marker: "image_tag"`) when its trainer puts in its own tokens.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from toolserver.models import ToolResult
 
 NO_TOOL_CALL = "no_tool_call"  # error code of an environment's own reply to a text without a call
 IMAGE_TOKEN = "<image>"
+VISION_TOKENS = "<|vision_start|><|image_pad|><|vision_end|>"  # Qwen-VL's image placeholder, before expansion
+IMAGE_MARKERS = {"vision_tokens": VISION_TOKENS, "image_tag": IMAGE_TOKEN}  # a session's `image_marker`
 # Qwen's chat markup around a user turn, for systems that append their observation as raw text.
 QWEN_USER_TURN = ("<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
 
@@ -103,8 +110,9 @@ class CallFormat:
             messages.append({"role": "user", "content": content})
         return messages
 
-    def prompt(self, results: Sequence[ToolResult]) -> str | None:
-        """The observation as the raw text the system appends to its token stream; None for chat systems."""
+    def prompt(self, results: Sequence[ToolResult], image: str = VISION_TOKENS) -> str | None:
+        """The observation as the raw text the system appends to its token stream, `image` written where each
+        image goes (the module docstring's rule); None for chat systems."""
         return None
 
 

@@ -6,7 +6,8 @@ A non-empty last `<answer>` ends the episode before any call is read; so does a 
 `["name"]`, `["arguments"]`; the first block that fails ends the list with Python's words behind `Error: ` (a call
 before it still runs first, and its own failure would be what the model sees, as in the reference's loop). One
 failure voids the turn: the observation is then only its `Error: …` text; otherwise one user turn of
-`<tool_response>\\n<image>\\n</tool_response>\\n` per image, then TURN_PROMPT_V5, appended in Qwen's chat markup.
+`<tool_response>\\n<image>\\n</tool_response>\\n` per image, then TURN_PROMPT_V5, appended in Qwen's chat markup,
+each `<image>` written as the rollout writes it (Qwen-VL's vision tokens; `image_marker` keeps the tag).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from toolserver.formats.base import (
     HERMES_BLOCK,
     IMAGE_TOKEN,
     QWEN_USER_TURN,
+    VISION_TOKENS,
     CallFormat,
     Parsed,
     ParsedCall,
@@ -75,9 +77,11 @@ class DeepEyes(CallFormat):
     def observation(self, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
         return raw_text_messages(self._text(results), results)
 
-    def prompt(self, results: Sequence[ToolResult]) -> str | None:
+    def prompt(self, results: Sequence[ToolResult], image: str = VISION_TOKENS) -> str | None:
+        """Its rollout (`_preprocess_multi_modal_inputs` in `verl/workers/agent/parallel_env.py`) replaces every
+        `<image>` of the appended text with Qwen-VL's vision tokens."""
         text = self._text(results)
-        return "" if text is None else QWEN_USER_TURN[0] + text + QWEN_USER_TURN[1]
+        return "" if text is None else (QWEN_USER_TURN[0] + text + QWEN_USER_TURN[1]).replace(IMAGE_TOKEN, image)
 
 
 DEEPEYES = DeepEyes()

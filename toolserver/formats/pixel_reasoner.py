@@ -5,7 +5,8 @@ The first `<tool_call>` block only, `json.loads`-ed; one that does not parse, is
 action is no action: the observation is empty (''). Then `arguments` must be there and be an object, with the
 reference's texts. The agent loop calls the tool server only when the model stopped at `</tool_call>`, so a text
 without `<tool_call>` ends the episode. The observation is the tool server's text for the one call, `<image>`
-marking its image; verl-tool's agent loop wraps it in the chat template it is set up with.
+marking its image (in `prompt`, written as the agent loop replaces it); verl-tool's agent loop wraps it in the
+chat template it is set up with.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from toolserver import jsonio
-from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
+from toolserver.formats.base import IMAGE_TOKEN, VISION_TOKENS, Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.models import ToolResult
 
 # PixelReasonerTool.valid_mcp_func_names: any other name is not an action at all.
@@ -48,9 +49,11 @@ class PixelReasoner(RawTextFormat):
             out.calls.append(ParsedCall(name, call["arguments"]))
         return out
 
-    def prompt(self, results: Sequence[ToolResult]) -> str | None:
+    def prompt(self, results: Sequence[ToolResult], image: str = VISION_TOKENS) -> str | None:
+        """The tool server's text with each `<image>` as verl-tool's agent loop replaces it (Qwen-VL's vision
+        tokens, `verltool_agent_loop.py`); a session with `image_marker: "image_tag"` gets the server's own text."""
         text = self.last_text(results)
-        return "" if text is None else text
+        return "" if text is None else text.replace(IMAGE_TOKEN, image)
 
 
 PIXEL_REASONER = PixelReasoner()

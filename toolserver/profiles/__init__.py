@@ -11,6 +11,7 @@ from toolserver.errors import BadRequest
 from toolserver.formats import FORMATS, register_format
 from toolserver.profiles import (
     arm_thinker,
+    chain_of_focus,
     deepeyes,
     deepeyes_v2,
     default,
@@ -18,10 +19,12 @@ from toolserver.profiles import (
     imagent,
     mags_rl,
     mgpo,
+    mini_o3,
     pixel_reasoner,
     pyvision_rl,
     qwen3_vl,
     thyme,
+    visionthink,
 )
 from toolserver.profiles.base import Alpha, Profile, ProfileError
 from toolserver.registry import BUILTIN, Registry
@@ -30,7 +33,8 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
-                   pyvision_rl, deepeyes_v2, thyme)
+                   pyvision_rl, deepeyes_v2, thyme, mini_o3, chain_of_focus,
+                   visionthink)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 

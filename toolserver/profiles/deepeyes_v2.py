@@ -154,10 +154,10 @@ class DeepEyesV2Format(RawTextFormat):
             out.done = True
         return out
 
-    def prompt(self, results: Sequence[ToolResult]) -> str | None:
+    def prompt(self, results: Sequence[ToolResult], image: str = VISION) -> str | None:
         """Appended to the token stream right after `</code>` (generation stops there, the stop string kept)."""
         body = self.last_text(results)
-        return "" if body is None else USER + body.replace("<image>", VISION) + ASSISTANT
+        return "" if body is None else USER + body.replace("<image>", image) + ASSISTANT
 
 
 def maybe_resize_image(image: Image.Image) -> Image.Image:

@@ -117,11 +117,11 @@ class PyVisionFormat(RawTextFormat):
             out.notices.append(NO_CODE)
         return out
 
-    def prompt(self, results: Sequence[ToolResult]) -> str | None:
+    def prompt(self, results: Sequence[ToolResult], image: str = VISION) -> str | None:
         """The text appended to the token stream right after `</code>` (generation stops there, so the
         assistant turn is not closed first); an answer appends nothing."""
         body = self.last_text(results)
-        return "" if body is None else USER + body.replace("<image>", VISION) + ASSISTANT
+        return "" if body is None else USER + body.replace("<image>", image) + ASSISTANT
 
 
 class CodeArgs(BaseModel):

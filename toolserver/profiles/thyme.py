@@ -103,10 +103,10 @@ class ThymeFormat(RawTextFormat):
         """An answer, or a call killed past its time (the trainer skips every later round of such a sample)."""
         return bool(parsed.done) or any(r.error is not None and r.error.code == "timeout" for r in results)
 
-    def prompt(self, results: Sequence[ToolResult]) -> str | None:
+    def prompt(self, results: Sequence[ToolResult], image: str = VISION) -> str | None:
         """Appended to the assistant turn right after `</code>`, with nothing between."""
         body = self.last_text(results)
-        return "" if body is None else body.replace("<image>", VISION)
+        return "" if body is None else body.replace("<image>", image)
 
 
 class ThymeArgs(BaseModel):

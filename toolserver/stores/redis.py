@@ -238,7 +238,7 @@ class RedisStore(SessionStore):
                 if data is None:
                     raise ValueError(f"image {entry.key} needs its bytes to be stored")
                 entry.blob_key = entry.key
-                entry.blob_format = "source" if entry.is_input else "png"
+                entry.blob_format = "source" if entry.is_input else entry.pixels_format
                 pairs += [entry.key, data]
                 nbytes += len(data)
             if entry.delivered is not None:  # the system's own bytes, for a replay or a fetch in that format

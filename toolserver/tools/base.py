@@ -36,6 +36,11 @@ class ToolOutput:
     # type, one per entry of `images` (None: encoded as the session asks): delivered as they are, so the client
     # decodes the very pixels the reference's model sees. `images` holds their decoded pixels.
     encoded: list[tuple[bytes, str] | None] = field(default_factory=list)
+    # Where a system shows the model a resized copy of a result while its later calls read the result itself
+    # (Mini-o3: `process_image` of a crop), that copy, one per entry of `images` (None: the image itself). The
+    # copy is what is delivered (inline, path, its URL) and recorded as the image's delivered encoding, and its
+    # size is the image's view size; the session keeps `images` for the tools.
+    shown: list[Image.Image | None] = field(default_factory=list)
     # Existing images returned again (lookback): each gets a new observation key, pixels shared.
     reused: list[ImageEntry] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -49,6 +54,10 @@ class ToolOutput:
     def encoded_form(self, offset: int) -> tuple[bytes, str] | None:
         """The bytes the system defines for the `offset`-th returned image, if it defines any."""
         return self.encoded[offset] if offset < len(self.encoded) else None
+
+    def shown_form(self, offset: int) -> Image.Image | None:
+        """The copy the system shows the model in place of the `offset`-th returned image, if it shows one."""
+        return self.shown[offset] if offset < len(self.shown) else None
 
     def returned(self) -> list[tuple[Image.Image, ImageEntry | None]]:
         """Every image this call returns, in key order: new images, then reused ones (with their source)."""
@@ -74,13 +83,15 @@ class ToolContext:
     cached_view: Callable[[ImageEntry, str], Image.Image | None] | None = None
     # Views this call computed, for the core to hand to the store once the call is over.
     new_views: list[tuple[ImageEntry, str, Image.Image]] = field(default_factory=list)
+    tool_calls: int = 0  # calls this session's tools have run so far (Mini-o3 numbers its turns by them)
 
     @classmethod
     def of(cls, session: SessionMap, **services: Any) -> ToolContext:
         assert session.settings.coords is not None  # filled from the profile at creation
         # What the call may read while texts are added beside it: a copy in memory, a read-on-demand view remotely.
         return cls(session.id, tuple(session.images), session.texts.copy(), session.settings.coords,
-                   session.observations, session.settings.input_form == "view", **services)
+                   session.observations, session.settings.input_form == "view", tool_calls=session.tool_calls,
+                   **services)
 
     def observation_key(self, offset: int = 0) -> str:
         return f"observation_{self.observations + 1 + offset}"
