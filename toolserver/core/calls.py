@@ -164,7 +164,7 @@ def _redecode(data: bytes, alpha: str) -> Image.Image:
 
 def _parse_args(tool: Tool, arguments: dict[str, Any]) -> BaseModel | dict | ToolResult:
     if tool.raw_arguments:
-        return arguments
+        return _too_long(tool, arguments) or arguments
     # `null` for an optional argument means "not given": OpenAI's strict mode makes every optional field
     # required-but-nullable, so a strict model sends null for what it leaves out.
     fields = tool.Args.model_fields
@@ -174,6 +174,21 @@ def _parse_args(tool: Tool, arguments: dict[str, Any]) -> BaseModel | dict | Too
         return tool.Args.model_validate(arguments)
     except ValidationError as exc:
         return failure(tool.name, format_validation_error(tool.name, exc), "invalid_arguments")
+
+
+def _too_long(tool: Tool, arguments: dict[str, Any]) -> ToolResult | None:
+    """A tool that reads its arguments raw (a seed system's own checks) still gets its model's string-length
+    limits checked here: strict schemas cannot carry them (`toolserver.schema`), and nothing else would."""
+    try:
+        tool.Args.model_validate(arguments)
+    except ValidationError as exc:
+        over = [err for err in exc.errors(include_url=False) if err["type"] == "string_too_long"]
+        if over:
+            where = ", ".join(".".join(str(p) for p in err["loc"]) for err in over)
+            limit = over[0].get("ctx", {}).get("max_length")
+            return failure(tool.name, f"Error: invalid arguments for {tool.name}: {where} is longer than {limit} "
+                                      "characters.", "invalid_arguments")
+    return None
 
 
 def call_fingerprint(name: str, arguments: Any) -> str:
