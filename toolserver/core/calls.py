@@ -130,8 +130,9 @@ class ToolCalls:
         args = _parse_args(tool, arguments)
         if isinstance(args, ToolResult):
             return _Ran(args)
+        log = (await store.call_log(session))[0] if profile.reads_call_log else []
         ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
-                             sandbox=self.services.sandbox,
+                             sandbox=self.services.sandbox, calls=tuple(log),
                              sr_max_output_pixels=s.sr_max_output_pixels,
                              deadline=time.monotonic() + s.tool_timeout_s, cached_view=store.view_lookup(session))
         output_settings = session.settings.output

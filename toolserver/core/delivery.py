@@ -70,12 +70,12 @@ class Delivery:
         delivered = []
         stored: list[bytes | None] = []
         for offset, (img, entry) in enumerate(output.returned()):
-            if entry is None and (store_png or output.encoded_form(offset) is None):
+            if entry is None and (store_png or output.encoded_form(offset) is None or not output.encoded_is_pixels):
                 img.load()  # pixels the session will hold (a lazily decoded result is held as its bytes instead)
             data, mime = None, OUTPUT_FORMATS[fmt]
             if delivery != "ref":
                 encoded = output.encoded_form(offset)
-                if encoded is not None:  # the system's own bytes for this result (they decode to `img`)
+                if encoded is not None:  # the system's own bytes for this result (they decode to `img` if it says so)
                     data, mime = encoded
                 elif entry is not None and entry.is_input and entry.source_mime is not None and delivery == "inline":
                     # An input returned again: its uploaded bytes are exact and cost no encoding.
@@ -152,10 +152,11 @@ class Delivery:
             encoded = output.encoded_form(offset) if source is None else None
             # A result defined by its encoded bytes (Pixel-Reasoner's JPEG) is held as those bytes, a tenth of
             # its pixels, and decoded again only if a later call reads it: decoding them gives the same pixels.
+            as_bytes = encoded is not None and lazy and output.encoded_is_pixels
             entry = ImageEntry(
                 key=session.observation_key(offset), index=-1, origin=f"tool:{name}",
-                pixels=img if encoded is None or not lazy else None, size=img.size,
-                load_pixels=None if encoded is None or not lazy else partial(_decode_exact, encoded[0]),
+                pixels=None if as_bytes else img, size=img.size,
+                load_pixels=partial(_decode_exact, encoded[0]) if as_bytes and encoded is not None else None,
                 view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
             )
             if encoded is not None:

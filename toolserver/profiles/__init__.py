@@ -18,6 +18,7 @@ from toolserver.profiles import (
     imagent,
     mags_rl,
     mgpo,
+    nemo_gym,
     pixel_reasoner,
     pyvision_rl,
     qwen3_vl,
@@ -30,7 +31,7 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
-                   pyvision_rl, deepeyes_v2, thyme)
+                   pyvision_rl, deepeyes_v2, thyme, nemo_gym)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 
