@@ -34,7 +34,7 @@ def test_strict_schemas_carry_no_string_length_keywords(name):
 
 
 def test_the_code_fields_lose_their_limits_in_strict_form_only(client):
-    for profile in ("default", "pyvision-rl", "thyme", "deepeyes-v2"):
+    for profile in ("default", "pyvision-rl", "thyme", "deepeyes-v2", "codedance"):
         loose = client.get("/v1/tools", params={"profile": profile}).json()
         strict = client.get("/v1/tools", params={"profile": profile, "strict": True}).json()
         code = {t["function"]["name"]: t["function"]["parameters"]["properties"].get("code") for t in loose}
@@ -47,7 +47,8 @@ def test_the_code_fields_lose_their_limits_in_strict_form_only(client):
 @pytest.mark.parametrize(("profile", "tool", "limit"), [("default", "run_python", MAX_CODE_CHARS),
                                                         ("pyvision-rl", "python", 100_000),
                                                         ("thyme", "python", 100_000),
-                                                        ("deepeyes-v2", "python", 100_000)])
+                                                        ("deepeyes-v2", "python", 100_000),
+                                                        ("codedance", "execute_python_code", 100_000)])
 def test_the_server_keeps_the_limits(client, profile, tool, limit):
     sid = client.post("/v1/sessions", json={"profile": profile}).json()["session_id"]
     result = client.post(f"/v1/sessions/{sid}/tools/{tool}", json={"code": "x = 1\n" + "#" * limit}).json()

@@ -11,6 +11,7 @@ from toolserver.errors import BadRequest
 from toolserver.formats import FORMATS, register_format
 from toolserver.profiles import (
     arm_thinker,
+    codedance,
     deepeyes,
     deepeyes_v2,
     default,
@@ -31,7 +32,7 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
-                   pyvision_rl, deepeyes_v2, thyme, nemo_gym)
+                   pyvision_rl, deepeyes_v2, thyme, nemo_gym, codedance)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 
