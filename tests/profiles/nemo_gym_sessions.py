@@ -123,6 +123,7 @@ SESSIONS: dict[str, tuple[list[str], list[str]]] = {
     "flip_horizontal": one(FLIP, axis="horizontal"),
     "flip_vertical": one(FLIP, ["tiny"], axis="vertical"),
     "flip_diagonal": one(FLIP, axis="diagonal"),
+    "flip_image_index_word": (["scene"], [xml(FLIP, axis="vertical", label="x", img_idx="first"), ANSWER]),
     # -- two images
     "diff_two": (["scene", "other"], [xml(DIFF, img_idx_a=0, img_idx_b=1, label="compare"), ANSWER]),
     "diff_same": (["scene"], [xml(DIFF, img_idx_a=0, img_idx_b=0, label="same"), ANSWER]),
@@ -149,6 +150,7 @@ SESSIONS: dict[str, tuple[list[str], list[str]]] = {
     "count_tolerance_over": one(COUNT, tolerance=300),
     "count_tolerance_word": one(COUNT, tolerance="some"),
     "count_min_size_zero": one(COUNT, min_size=0),
+    "count_min_size_word": one(COUNT, min_size="many"),
     "count_colour_short": one(COUNT, color=[1, 2]),
     "count_colour_words": one(COUNT, color=["a", 1, 2]),
     "count_colour_over": one(COUNT, color=[300, 0, 0]),

@@ -24,7 +24,6 @@ from tests.conftest import b64, png_bytes
 from tests.profiles.nemo_gym_sessions import CROP, FLIP, IMAGES, ROTATE, SESSIONS, ZOOM, xml
 from toolserver.api import create_app
 from toolserver.config import Settings
-from toolserver.formats.nemo_gym import NEMO_GYM, is_malformed, parse_calls
 from toolserver.profiles import PROFILES
 from toolserver.profiles.nemo_gym import NO_MORE_CALLS, system_prompt
 
@@ -123,16 +122,6 @@ def test_the_system_prompt_is_the_task_s():
     """The task's system prompt (the dataset's example row), its tool list written from this profile's schemas:
     the schemas the model is shown are the task's, word for word."""
     assert system_prompt() == GOLDEN["system_prompt"]
-
-
-@pytest.mark.parametrize("case", GOLDEN["parsing"], ids=range(len(GOLDEN["parsing"])))
-def test_calls_are_read_as_the_reference_reads_them(case):
-    calls = parse_calls(case["text"])
-    assert [[name, args, source] for name, args, source in calls] == case["calls"]
-    assert is_malformed(case["text"], calls) == case["malformed"]
-    parsed = NEMO_GYM.parse(case["text"])
-    assert parsed.done == (case["malformed"] or not case["calls"])
-    assert [call.name for call in parsed.calls] == ([] if parsed.done else [str(case["calls"][0][0])])
 
 
 def test_tools_answer_through_tool_calls_mcp_style_and_get_observation(client):
