@@ -29,7 +29,8 @@ killed 5 s after it, not after the framework's 300 s, and reads as the framework
 as does code that ends its own process; either way the worker and its namespace are gone, as they are when the
 reference restarts its worker (the files the code wrote go too). A `timeout` argument that is not finite, or is
 over 300 s, is 300 s. Texts past 1 MB are cut with a marker; at most the sandbox's image limit of images a cell.
-`input_image_path` names the file in the sandbox. One input image: the session's first.
+`input_image_path` names the file in the sandbox. One input image: the session's first, its transparency dropped
+as `convert("RGB")` drops it.
 """
 
 from __future__ import annotations
@@ -41,12 +42,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from toolserver.formats.base import CallFormat, Parsed, ParsedCall, TurnRule, raw_text_messages
 from toolserver.imaging import to_rgb
 from toolserver.models import ToolResult
-from toolserver.profiles.base import Profile
+from toolserver.profiles.base import Alpha, Profile
 from toolserver.profiles.qwen_family import fetch_image_view
 from toolserver.sandbox.child import capped
 from toolserver.sandbox.executor import Execution, SandboxImage, SandboxUnavailable
@@ -141,8 +142,6 @@ class CodeDanceFormat(CallFormat):
 
 
 class CodeArgs(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
     code: str = Field(max_length=100_000, description=(
         "Execute Python code with access to common libraries (PIL, cv2, matplotlib, numpy, etc.). Access input "
         "images via 'input_image' variable or 'Image.open('input_image.jpg')'. Output results using print(), "
@@ -222,5 +221,5 @@ def _framework_error(reason: str, code: str) -> ToolOutput:
 PROFILES = (
     Profile("codedance", "CodeDance's Python tool: execute_python_code in a persistent namespace with input_image, "
             "its printed text, errors and images, its rollout's turn and tool messages, exact.",
-            {NAME: ExecutePythonCode()}, call_format=CodeDanceFormat()),
+            {NAME: ExecutePythonCode()}, call_format=CodeDanceFormat(), alpha=Alpha.DROP),
 )

@@ -32,7 +32,7 @@ from functools import partial
 from typing import Any
 
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from toolserver.arguments import ArgumentStyle
 from toolserver.formats.nemo_gym import NEMO_GYM, render_system_prompt
@@ -66,7 +66,7 @@ def _opt(text: str) -> Any:
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """A tool's arguments as its schema shows them (the tool reads them raw, as the reference does)."""
 
 
 class ZoomArgs(_Args):
