@@ -45,10 +45,24 @@ def test_a_frame_larger_than_its_header_says_is_refused_at_that_frame(server):
 
 
 def test_frames_over_the_session_budget_stop_the_intake_as_they_come(server):
-    # 64x64 in the header; then frames of 6000x6000 (108 MB each as RGB): the third passes the 300 MB budget.
+    # 64x64 in the header; then frames of 6000x6000 (108 MB each as RGB): the first of them is refused, as larger
+    # than its header says, before it is converted or kept.
     before = peak_rss(server.proc.pid)
     r = upload(server, make_lying_video((6000, 6000), frames=8), max_frames=8)
-    assert r.status_code == 413 and "bytes decoded" in r.json()["detail"], r.text
-    assert peak_rss(server.proc.pid) - before < SESSION_MAX + 400 * MiB  # the budget, and one frame in flight
+    assert r.status_code == 413 and "6000x6000, larger than the 64x64" in r.json()["detail"], r.text
+    assert peak_rss(server.proc.pid) - before < 400 * MiB  # one frame in flight
     sid = httpx.post(server.url + "/v1/sessions", json={}).json()["session_id"]
     assert httpx.get(f"{server.url}/v1/sessions/{sid}").status_code == 200  # the server is fine
+
+
+def test_a_lying_video_under_a_large_budget_costs_one_frame(tmp_path):
+    """32 frames of 6000x6000 (3.4 GB as RGB) behind a 64x64 header, under a 2 GiB session budget that the
+    header's size fits: refused at the first frame that contradicts the header, the server's peak memory near
+    one frame's (it used to decode and keep frames until the budget ran out)."""
+    live = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path), "TOOLSERVER_SESSION_MAX_BYTES": str(2 * 1024 * MiB)})
+    try:
+        r = upload(live, make_lying_video((6000, 6000), frames=32), max_frames=32)
+        assert r.status_code == 413 and "larger than the 64x64 its header declares" in r.json()["detail"], r.text
+        assert peak_rss(live.proc.pid) < 1024 * MiB
+    finally:
+        stop_server(live)

@@ -3,7 +3,9 @@
 pydantic emits JSON Schema with titles, `$defs` and `anyOf [X, null]` for optional fields; OpenAI
 function calling wants plain inline schemas. Non-strict form: optional fields are simply not
 required. Strict form (`strict: true`): every property required, optional ones nullable, and
-`additionalProperties: false` on every object.
+`additionalProperties: false` on every object, and no string-length keywords (`minLength`, `maxLength`), which
+strict function schemas refuse: the server still checks those limits (the arguments model, and
+`core.calls` for tools that read their arguments raw).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 _DROP = {"title", "default"}
+_NOT_STRICT = ("minLength", "maxLength")  # JSON Schema keywords OpenAI's strict mode does not accept
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -55,6 +58,9 @@ def _clean(node: Any, *, strict: bool) -> Any:
             out[key] = {name: _clean(sub, strict=strict) for name, sub in value.items()}
         else:
             out[key] = _clean(value, strict=strict)
+    if strict:
+        for key in _NOT_STRICT:
+            out.pop(key, None)
     if out.get("type") == "object" and "properties" in out:
         required = list(out.get("required", []))
         props = out["properties"]

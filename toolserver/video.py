@@ -127,7 +127,7 @@ def _decode(container, kind: str, limits: VideoLimits, fps: float | None, max_fr
     if len(times) * width * height * 3 > limits.max_decoded_bytes:
         raise TooLarge(f"{len(times)} frames of {width}x{height} take {len(times) * width * height * 3} bytes "
                        f"decoded, over the {limits.max_decoded_bytes}-byte budget")
-    frames, stamps = _pick(container, stream, times, limits)
+    frames, stamps = _pick(container, stream, times, limits, (width, height))
     rate = float(stream.average_rate) if stream.average_rate else None
     return DecodedVideo(frames=frames, timestamps=stamps, container=kind, codec=stream.codec_context.name,
                         duration_s=duration, width=width, height=height, source_fps=rate)
@@ -149,10 +149,12 @@ def _duration(container, stream) -> float:
     return end
 
 
-def _pick(container, stream, times: list[float], limits: VideoLimits) -> tuple[list[Image.Image], list[float]]:
+def _pick(container, stream, times: list[float], limits: VideoLimits,
+          header: tuple[int, int]) -> tuple[list[Image.Image], list[float]]:
     """The frame on screen at each time (times ascending), converted once each. Every decoded frame is checked
-    against the limits itself, since a header may lie about its frames: the first one too large stops the
-    intake before it is converted or kept, and so does the running total of what is kept."""
+    against the limits itself, since a header may lie about its frames: the first one too large, or larger than
+    the header says (the byte budget was checked against the header's size), stops the intake before it is
+    converted or kept, so a lying video costs one decoded frame; so does the running total of what is kept."""
     max_seconds = limits.max_seconds
 
     def frames_from(seconds: float | None) -> Iterator[Any]:  # PyAV video frames
@@ -163,6 +165,10 @@ def _pick(container, stream, times: list[float], limits: VideoLimits) -> tuple[l
                 raise TooLarge(f"the video's frame at {frame.time or 0:.2f} s is {frame.width}x{frame.height} = "
                                f"{frame.width * frame.height} pixels, over the {limits.max_pixels}-pixel limit "
                                "(its header says otherwise)")
+            if frame.width > header[0] or frame.height > header[1]:
+                raise TooLarge(f"the video's frame at {frame.time or 0:.2f} s is {frame.width}x{frame.height}, "
+                               f"larger than the {header[0]}x{header[1]} its header declares, which its limits "
+                               "were checked against")
             if frame.time is None:
                 continue
             if frame.time > max_seconds + 1:  # a header that lied about the duration

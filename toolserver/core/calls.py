@@ -130,8 +130,9 @@ class ToolCalls:
         args = _parse_args(tool, arguments)
         if isinstance(args, ToolResult):
             return _Ran(args)
+        log = (await store.call_log(session))[0] if profile.reads_call_log else []
         ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
-                             sandbox=self.services.sandbox,
+                             sandbox=self.services.sandbox, calls=tuple(log),
                              sr_max_output_pixels=s.sr_max_output_pixels,
                              deadline=time.monotonic() + s.tool_timeout_s, cached_view=store.view_lookup(session))
         output_settings = session.settings.output
@@ -164,7 +165,7 @@ def _redecode(data: bytes, alpha: str) -> Image.Image:
 
 def _parse_args(tool: Tool, arguments: dict[str, Any]) -> BaseModel | dict | ToolResult:
     if tool.raw_arguments:
-        return arguments
+        return _too_long(tool, arguments) or arguments
     # `null` for an optional argument means "not given": OpenAI's strict mode makes every optional field
     # required-but-nullable, so a strict model sends null for what it leaves out.
     fields = tool.Args.model_fields
@@ -174,6 +175,21 @@ def _parse_args(tool: Tool, arguments: dict[str, Any]) -> BaseModel | dict | Too
         return tool.Args.model_validate(arguments)
     except ValidationError as exc:
         return failure(tool.name, format_validation_error(tool.name, exc), "invalid_arguments")
+
+
+def _too_long(tool: Tool, arguments: dict[str, Any]) -> ToolResult | None:
+    """A tool that reads its arguments raw (a seed system's own checks) still gets its model's string-length
+    limits checked here: strict schemas cannot carry them (`toolserver.schema`), and nothing else would."""
+    try:
+        tool.Args.model_validate(arguments)
+    except ValidationError as exc:
+        over = [err for err in exc.errors(include_url=False) if err["type"] == "string_too_long"]
+        if over:
+            where = ", ".join(".".join(str(p) for p in err["loc"]) for err in over)
+            limit = over[0].get("ctx", {}).get("max_length")
+            return failure(tool.name, f"Error: invalid arguments for {tool.name}: {where} is longer than {limit} "
+                                      "characters.", "invalid_arguments")
+    return None
 
 
 def call_fingerprint(name: str, arguments: Any) -> str:

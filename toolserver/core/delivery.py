@@ -74,12 +74,12 @@ class Delivery:
             if shown is not None:  # the copy the model is shown: its bytes are what is delivered, and recorded
                 output.encoded[len(output.encoded):offset + 1] = [None] * (offset + 1 - len(output.encoded))
                 output.encoded[offset] = (self.encode(shown, fmt), OUTPUT_FORMATS[fmt])
-            if entry is None and (store_png or output.encoded_form(offset) is None):
+            if entry is None and (store_png or output.encoded_form(offset) is None or not output.encoded_is_pixels):
                 img.load()  # pixels the session will hold (a lazily decoded result is held as its bytes instead)
             data, mime = None, OUTPUT_FORMATS[fmt]
             if delivery != "ref":
                 encoded = output.encoded_form(offset)
-                if encoded is not None:  # the system's own bytes for this result (they decode to `img`)
+                if encoded is not None:  # the system's own bytes for this result (they decode to `img` if it says so)
                     data, mime = encoded
                 elif entry is not None and entry.is_input and entry.source_mime is not None and delivery == "inline":
                     # An input returned again: its uploaded bytes are exact and cost no encoding.
@@ -92,7 +92,7 @@ class Delivery:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), mime, data)
                     delivered.append(Delivered(mime=mime, path=str(path)))
             if store_png and entry is None:  # new pixels, kept losslessly (reused images are stored already)
-                same = data is not None and mime == "image/png" and shown is None
+                same = data is not None and mime == "image/png" and shown is None and output.encoded_is_pixels
                 stored.append(data if same else self.encode(img, "png"))
             else:
                 stored.append(None)
@@ -159,8 +159,9 @@ class Delivery:
             encoded = output.encoded_form(offset) if source is None else None
             # A result defined by its encoded bytes (Pixel-Reasoner's JPEG) is held as those bytes, a tenth of
             # its pixels, and decoded again only if a later call reads it: decoding them gives the same pixels.
-            # (Not a result shown as a resized copy: those bytes are the copy's.)
-            held_encoded = encoded is not None and lazy and shown is None
+            # (Not a result shown as a resized copy, nor one whose bytes are only what the model is shown: those
+            # bytes are not the result's pixels.)
+            held_encoded = encoded is not None and lazy and shown is None and output.encoded_is_pixels
             entry = ImageEntry(
                 key=session.observation_key(offset), index=-1, origin=f"tool:{name}",
                 pixels=img if not held_encoded else None, size=img.size,

@@ -12,6 +12,7 @@ from toolserver.formats import FORMATS, register_format
 from toolserver.profiles import (
     arm_thinker,
     chain_of_focus,
+    codedance,
     deepeyes,
     deepeyes_v2,
     default,
@@ -20,6 +21,7 @@ from toolserver.profiles import (
     mags_rl,
     mgpo,
     mini_o3,
+    nemo_gym,
     pixel_reasoner,
     pyvision_rl,
     qwen3_vl,
@@ -33,8 +35,7 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
-                   pyvision_rl, deepeyes_v2, thyme, mini_o3, chain_of_focus,
-                   visionthink)
+                   pyvision_rl, deepeyes_v2, thyme, mini_o3, chain_of_focus, visionthink, nemo_gym, codedance)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 

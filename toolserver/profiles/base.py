@@ -63,6 +63,9 @@ class Profile:
     # False: the tools read an input only through its model view (Pixel-Reasoner), so once the view is held the
     # decoded original is dropped, decoded again from its upload only if something asks for it (a thumbnail).
     reads_originals: bool = True
+    # True: the tools see the session's call log (`ToolContext.calls`), for a system whose tools keep state beyond
+    # the images (NeMo Gym's repeated-call checks and its forced final turn).
+    reads_call_log: bool = False
     format: CallFormat = field(init=False, repr=False)  # `call_format`, resolved
 
     def __post_init__(self) -> None:

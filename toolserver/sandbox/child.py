@@ -31,7 +31,7 @@ from toolserver.sandbox.pipes import read_message
 CODE_NAME = "<code>"
 STDOUT, STDERR = ".stdout", ".stderr"
 FRAME = struct.Struct(">II")  # the lengths of a result's msgpack part and of its image bytes
-PROGRAMS = ("deepeyes_v2", "thyme")  # the modules of `toolserver.sandbox.programs`, the only ones a runner names
+PROGRAMS = ("deepeyes_v2", "thyme", "codedance")  # the modules of `toolserver.sandbox.programs` a runner names
 RAW_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}  # the modes pixels cross the pipes in, and bytes per pixel
 
 

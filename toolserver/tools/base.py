@@ -41,6 +41,9 @@ class ToolOutput:
     # copy is what is delivered (inline, path, its URL) and recorded as the image's delivered encoding, and its
     # size is the image's view size; the session keeps `images` for the tools.
     shown: list[Image.Image | None] = field(default_factory=list)
+    # False: `encoded` is only the form the model is shown (NeMo Gym's agent re-encodes each result as a JPEG
+    # for the model while its tools read the image it saved), and the session keeps `images` as they are.
+    encoded_is_pixels: bool = True
     # Existing images returned again (lookback): each gets a new observation key, pixels shared.
     reused: list[ImageEntry] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -79,6 +82,9 @@ class ToolContext:
     sandbox: Sandbox | None = None  # the code sandbox, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
     deadline: float | None = None  # time.monotonic() by which the call must finish
+    # The session's call log (JSON records, oldest first), for profiles whose tools keep state beyond images
+    # (`Profile.reads_call_log`); empty otherwise.
+    calls: tuple[str, ...] = ()
     # The session store's cache of model views (whole-image resizes), looked up by (entry, rule).
     cached_view: Callable[[ImageEntry, str], Image.Image | None] | None = None
     # Views this call computed, for the core to hand to the store once the call is over.
