@@ -162,3 +162,15 @@ def test_the_websocket_messages_are_on_the_docs_page(app):
     for message in ("ResetMessage", "StepMessage", "StateMessage", "CloseMessage", "ObservationReply", "StateReply",
                     "ErrorReply", "EpisodeAction", "EpisodeObservation"):
         assert message in document["components"]["schemas"], message
+
+
+def test_an_idle_connection_ends_its_episode(settings: Settings):
+    settings.default_ttl_s = 0.5
+    with TestClient(create_app(settings)) as app, app.websocket_connect("/openenv/default/ws") as ws:
+        sid = send(ws, "reset", {})["data"]["observation"]["metadata"]["session_id"]
+        ended = ws.receive_json()  # nothing sent for longer than a session may idle
+        assert ended["data"]["code"] == "SESSION_ERROR" and ended["data"]["message"].startswith("Idle for 0.5 s")
+        with pytest.raises(WebSocketDisconnect):
+            ws.receive_json()
+        assert app.get(f"/v1/sessions/{sid}").status_code in (404, 410)
+        assert app.app.state.core.episodes.active == 0

@@ -49,17 +49,19 @@ async def serve_episode(websocket: WebSocket, core: Core, profile: str) -> None:
                                                                factory_name=profile)
         await _refuse(websocket, reply)
         return
-    episode = Episode(core, profile)
+    episode = None
     try:
-        await _converse(websocket, episode, core.settings.openenv_max_message_bytes)
+        episode = Episode(core, profile)
+        await _converse(websocket, episode, core.settings.openenv_max_message_bytes, core.settings.default_ttl_s)
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass  # the client went away mid-answer; what it held goes below
     finally:
-        try:
-            await episode.close()
-        except ServiceError:
-            log.warning("an OpenEnv episode's session could not be released (it will expire)")
         core.episodes.give_back()
+        try:
+            if episode is not None:
+                await episode.close()
+        except Exception:  # the store is down or stopping: the session expires by itself
+            log.warning("an OpenEnv episode's session could not be released (it will expire)", exc_info=True)
         await _close(websocket)
 
 
@@ -73,9 +75,13 @@ async def _refuse(websocket: WebSocket, reply: dict[str, Any]) -> None:
     await _close(websocket)
 
 
-async def _converse(websocket: WebSocket, episode: Episode, max_bytes: int) -> None:
+async def _converse(websocket: WebSocket, episode: Episode, max_bytes: int, idle_s: float) -> None:
     while True:
-        message = await websocket.receive()
+        try:
+            message = await asyncio.wait_for(websocket.receive(), idle_s)
+        except TimeoutError:  # an idle connection gives its slot back, as an idle session expires
+            await _send(websocket, error(f"Idle for {idle_s:g} s: the episode ended", ErrorCode.SESSION_ERROR))
+            return
         if message["type"] == "websocket.disconnect":
             return
         raw = message.get("text")
