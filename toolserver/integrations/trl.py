@@ -18,9 +18,10 @@ to the VLM. So the class made here has:
   images followed by its text (just the text when there is no image, or when the call failed: the model reads the
   failure).
 
-`tool_images="user"` is for chat templates that drop images inside tool messages (trl#5663): wrap the processor's
-template with `tool_images_in_user_turn` and each tool message keeps its text while its images follow in a user
-turn. The class's `chat_template(template)` does the same for its option.
+`tool_images="user"` (with the trainer's `processor`) is for chat templates that drop images inside tool messages
+(trl#5663): the processor's template is wrapped by `tool_images_in_user_turn`, so each tool message keeps its text
+while its images follow in a user turn. (TRL writes whatever a tool returns into a tool message: only the template
+can move the images.)
 
 An episode's session lives until the instance's next `reset` (TRL resets every instance for each batch, after the
 reward functions, which get the instances as `environments` and may read `results`), until the instance is
@@ -74,7 +75,7 @@ def environment_factory(url: str, profile: str = "default", *, tool_images: Tool
         function = entry["function"]
         if function["name"] in _RESERVED or function["name"].startswith("_"):
             raise ValueError(f"tool {function['name']!r} of profile {profile!r} cannot be a method of the class")
-        namespace[function["name"]] = tool_method(function, tool_images)
+        namespace[function["name"]] = tool_method(function)
     name = "Toolserver_" + "".join(part.capitalize() for part in profile.replace("-", "_").split("_"))
     return type(name, (), namespace)
 
@@ -119,7 +120,7 @@ def _release_quietly(session: Session) -> None:
         session.release()
 
 
-def tool_method(function: Mapping[str, Any], tool_images: ToolImages = "tool") -> Callable[..., Any]:
+def tool_method(function: Mapping[str, Any]) -> Callable[..., Any]:
     """A method running the tool `function` (an OpenAI function entry of `/v1/tools`) in the episode's session,
     with a signature and a Google-style docstring that `transformers.utils.get_json_schema` reads as its schema."""
     name = function["name"]
