@@ -83,3 +83,23 @@ def test_every_framework_snippet_is_the_tested_code():
             assert f"{package} {version}" in text, f"README's framework section does not name {package} {version}"
     yaml = (ROOT / "examples" / "verl" / "toolserver_tool_config.yaml").read_text()
     assert yaml in text, "README's framework section does not show the verl tool config as it is"
+
+
+def test_every_trainer_snippet_is_the_tested_code():
+    """"Use it from OpenEnv, TRL, SkyRL" shows each `examples/trainers/*.py` whole, as tests_frameworks runs it,
+    names the versions it was tested with, and has a row per trainer in its table of what connects how."""
+    text = section("Use it from OpenEnv, TRL, SkyRL")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    snippets = sorted((ROOT / "examples" / "trainers").glob("*.py"))
+    for path in snippets:
+        assert path.read_text() in blocks, f"README's trainer section does not show {path.name} as it is"
+    assert len(blocks) == len(snippets)
+    openenv = (ROOT / "tests_frameworks" / "requirements-openenv.txt").read_text()
+    pins = [re.search(r"openenv-core==([\d.]+)", openenv)]
+    pins += [re.search(rf'"{package}==([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+             for package in ("trl", "transformers")]
+    for pin, package in zip(pins, ("openenv-core", "trl", "transformers"), strict=True):
+        assert pin is not None and f"{package} {pin.group(1)}" in text, f"the section does not name {package}'s pin"
+    rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    for trainer in ("verl", "verl-tool", "TRL", "OpenEnv clients", "MCP clients", "OpenAI-compatible agents"):
+        assert any(row.startswith(trainer) for row in rows), f"no row for {trainer}"

@@ -12,6 +12,7 @@ skipping it, so a broken environment cannot pass quietly.
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib
 import importlib.util
 import io
@@ -44,9 +45,9 @@ def need(package: str) -> ModuleType:
         pytest.skip(f"{package} is not installed (see tests_frameworks/requirements*.txt)")
 
 
-def snippet(name: str) -> ModuleType:
-    """`examples/frameworks/<name>.py`, the code the README shows."""
-    spec = importlib.util.spec_from_file_location(f"snippet_{name}", SNIPPETS / f"{name}.py")
+def snippet(name: str, folder: str = "frameworks") -> ModuleType:
+    """`examples/<folder>/<name>.py`, the code the README shows."""
+    spec = importlib.util.spec_from_file_location(f"snippet_{name}", SNIPPETS.parent / folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -98,12 +99,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def toolserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toolserver]:
+@contextlib.contextmanager
+def running_toolserver(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[Toolserver]:
+    """`toolserver serve` from the project's environment, with `TOOLSERVER_*` settings given as keyword arguments
+    (`openenv_max_episodes="64"`)."""
     python = os.environ.get("TOOLSERVER_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
     port = free_port()
     env = {**os.environ, "TOOLSERVER_PORT": str(port), "TOOLSERVER_HOST": "127.0.0.1", "HF_HUB_OFFLINE": "1",
-           "TOOLSERVER_DATA_DIR": str(tmp_path_factory.mktemp("toolserver"))}
+           "TOOLSERVER_DATA_DIR": str(tmp_path_factory.mktemp("toolserver")),
+           **{f"TOOLSERVER_{name.upper()}": value for name, value in settings.items()}}
     log = tmp_path_factory.mktemp("log") / "server.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([python, "-m", "toolserver.cli", "serve", "--log-level", "warning"], cwd=ROOT,
@@ -120,6 +124,14 @@ def toolserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toolserver]
             process.kill()
             raise RuntimeError(f"toolserver did not start ({sys.executable}): {log.read_text()[-2000:]}")
         time.sleep(0.2)
-    yield Toolserver(url, process)
-    process.terminate()
-    process.wait(20)
+    try:
+        yield Toolserver(url, process)
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+@pytest.fixture(scope="session")
+def toolserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toolserver]:
+    with running_toolserver(tmp_path_factory) as server:
+        yield server

@@ -46,7 +46,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # One process owns its in-memory sessions: scale out with replicas (and the Redis store), not workers.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=logging_config(
         settings.log_format, level), log_level=level, access_log=False,
-        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)), timeout_keep_alive=settings.keep_alive_s)
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)), timeout_keep_alive=settings.keep_alive_s,
+        # OpenEnv's WebSocket: messages up to twice its limit are read and answered (VALIDATION_ERROR); larger ones
+        # are refused by the WebSocket layer itself (close code 1009) without being read.
+        ws_max_size=2 * settings.openenv_max_message_bytes)
     DrainingServer(config, app.state.gate, grace_s=settings.shutdown_grace_s).run()
     return 0
 

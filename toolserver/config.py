@@ -186,6 +186,13 @@ class Settings(BaseSettings):
         default_factory=list, description="Host headers /mcp accepts (DNS-rebinding guard); empty: any.")
     verl_tool_profile: str = Field(default="pixel-reasoner", description="The profile verl-tool's protocol "
                                    "(`POST /get_observation`, `GET /health`) serves its trajectories with.")
+    openenv_max_episodes: int = Field(default=1024, ge=1, description="OpenEnv episodes open at once (WebSocket "
+                                      "connections and `openenv/session/create` sessions); one more gets "
+                                      "`CAPACITY_REACHED`.")
+    openenv_max_message_bytes: int = Field(default=64 * MiB, ge=1024, description=(
+        "Largest OpenEnv WebSocket message (a reset carries its images as data URLs); a larger one is answered with "
+        "`VALIDATION_ERROR` and the episode goes on. `serve` lets the WebSocket layer itself read messages of up to "
+        "twice this and closes the connection (code 1009) on a larger one without reading it."))
     verl_tool_done_if_invalid: bool = Field(default=False, description="verl-tool's `done_if_invalid`: a text with "
                                             "no action ends its trajectory.")
 

@@ -212,12 +212,28 @@ class McpEndpoint:
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         try:
-            entries = self.core.list_tools(self._profile(ctx))
+            return self.tools_for(self._profile(ctx))
         except ServiceError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
+
+    # -- the same tools and calls for OpenEnv's JSON-RPC over plain HTTP (toolserver.api.openenv.mcp) ------------
+    def tools_for(self, profile: str) -> types.ListToolsResult:
+        """`tools/list` of a profile (an unknown one raises its ServiceError)."""
+        entries = self.core.list_tools(profile)
         tools = [types.Tool(name=e["function"]["name"], description=e["function"]["description"],
                             input_schema=loadable_schema(e["function"]["parameters"])) for e in entries]
         return types.ListToolsResult(tools=[_load_image_tool(), *tools])
+
+    async def call_in(self, session_id: str | None, profile: str, name: str,
+                      arguments: dict[str, Any]) -> types.CallToolResult:
+        """`tools/call` in a session the caller holds, or, without one, in a throwaway session (as a stateless
+        client's calls run)."""
+        if session_id is None:
+            return await self._stateless_call(profile, name, dict(arguments))
+        try:
+            return await self._run(session_id, profile, name, dict(arguments))
+        except ServiceError as exc:
+            return _error(f"Error: {exc.message}")
 
     async def _new_session(self, profile: str) -> str:
         request = CreateSessionRequest(profile=profile, output=OutputSettings(delivery="inline"),

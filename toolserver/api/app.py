@@ -20,7 +20,8 @@ from starlette.routing import Route
 
 from toolserver import __version__
 from toolserver.api.bodies import BoundedJSONRoute, error_body
-from toolserver.api.routers import documents, inspection, operations, sessions, tools, verl_tool
+from toolserver.api.openenv.docs import document_openenv
+from toolserver.api.routers import documents, inspection, openenv, operations, sessions, tools, verl_tool
 from toolserver.api.routers.operations import UI_FILES
 from toolserver.config import Settings
 from toolserver.core import Core
@@ -73,14 +74,19 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     app.router.route_class = BoundedJSONRoute
     app.state.core = core
     app.state.gate = gate = DrainGate()
+    app.state.keys = keys  # the OpenEnv WebSocket checks its handshake's key itself
     if mcp is not None:
         # A plain route (not a Mount) so that `/mcp` itself answers, without a redirect to `/mcp/`.
         app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"],
                                        include_in_schema=False))
+        from toolserver.api.openenv.mcp import OpenEnvMcp
+
+        app.router.routes.append(Route("/openenv/{profile}/mcp", endpoint=OpenEnvMcp(core, mcp),
+                                       methods=["GET", "POST", "DELETE"], include_in_schema=False))
     _add_error_handlers(app, core)
     if keys:
         _add_api_key_check(app, keys)
-    for module in (sessions, inspection, tools, documents, operations, verl_tool):
+    for module in (sessions, inspection, tools, documents, operations, verl_tool, openenv):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
@@ -148,5 +154,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             "properties": {"detail": {"type": "string", "title": "Detail"}, "code": {"type": "string", "title": "Code"},
                            "errors": {"type": "array", "title": "Errors",
                                       "items": {"$ref": "#/components/schemas/ValidationError"}}}}
+        document_openenv(schema)  # its WebSocket messages, which OpenAPI cannot describe as routes
         app.openapi_schema = schema
     return app.openapi_schema

@@ -8,7 +8,7 @@ from typing import Any
 from toolserver.core.calls import IdempotencyKey, ToolCalls
 from toolserver.core.results import failure
 from toolserver.formats import get_format
-from toolserver.formats.base import IMAGE_MARKERS, NO_TOOL_CALL, Parsed
+from toolserver.formats.base import IMAGE_MARKERS, NO_TOOL_CALL, Parsed, ParsedCall
 from toolserver.models import ActResponse, ResultImage, ToolResult
 from toolserver.profiles import get_profile
 
@@ -39,6 +39,21 @@ async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *
     prompt = call_format.prompt(results, image=IMAGE_MARKERS[session.settings.image_marker])
     return ActResponse(format=call_format.name, calls=records, results=results, done=done,
                        observation=call_format.observation(results), prompt=prompt)
+
+
+async def call_as_turn(calls: ToolCalls, session_id: str, name: str, arguments: dict[str, Any] | str, *,
+                       base_url: str = "") -> ActResponse:
+    """One structured call as a turn of the session's profile: run as `/v1/sessions/{id}/tools/{name}` runs it, then
+    reported, rendered and ended by the profile's call format as `/act` does for a turn that holds this one call."""
+    session = await calls.services.store.get(session_id)
+    call_format = get_profile(session.settings.profile).format
+    result = await calls.call_tool(session_id, name, arguments, base_url=base_url)
+    results = call_format.finish([result])
+    parsed = Parsed(call_format.name, calls=[ParsedCall(name, arguments)])
+    return ActResponse(format=call_format.name, calls=[{"name": name, "arguments": arguments, "error": None}],
+                       results=results, done=call_format.ends(parsed, results),
+                       observation=call_format.observation(results),
+                       prompt=call_format.prompt(results, image=IMAGE_MARKERS[session.settings.image_marker]))
 
 
 def _add_parser_results(parsed: Parsed, records: list[dict[str, Any]], results: list[ToolResult]) -> None:

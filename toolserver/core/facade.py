@@ -19,10 +19,11 @@ from typing import Any
 from toolserver import resample
 from toolserver.batching import Transport
 from toolserver.config import Settings
-from toolserver.core.act import act, carry_images_once
+from toolserver.core.act import act, call_as_turn, carry_images_once
 from toolserver.core.calls import IdempotencyKey, ToolCalls
 from toolserver.core.delivery import Delivery
 from toolserver.core.documents import Documents
+from toolserver.core.episodes import EpisodeSlots
 from toolserver.core.inspection import Inspection
 from toolserver.core.intake import Intake, RawImage
 from toolserver.core.readiness import Readiness, readiness
@@ -70,6 +71,9 @@ class Core:
         self._inspection = Inspection(self.services)
         self._documents = Documents(self.documents, self.settings)
         self._verl_tool: dict[str, VerlToolBridge] = {}
+        self.episodes = EpisodeSlots(self.settings.openenv_max_episodes)  # connections that hold a session
+        self.metrics.gauge("toolserver_openenv_episodes", "OpenEnv episodes open (WebSocket connections and "
+                           "openenv/session/create sessions)", lambda: self.episodes.active)
         self.started = time.time()
         self._sweeper: asyncio.Task | None = None
 
@@ -179,6 +183,12 @@ class Core:
                   idempotency_key: str | None = None) -> ActResponse:
         return carry_images_once(await act(self._calls, session_id, text, fmt, base_url=base_url,
                                            idempotency_key=idempotency_key))
+
+    async def call_as_turn(self, session_id: str, name: str, arguments: dict[str, Any] | str, *,
+                           base_url: str = "") -> ActResponse:
+        """One structured call, answered as `/act` answers a turn holding that call (the profile's rendering and
+        its rule for the episode's end)."""
+        return carry_images_once(await call_as_turn(self._calls, session_id, name, arguments, base_url=base_url))
 
     async def validate(self, items: Sequence[ValidateItem]) -> ValidateResponse:
         """Batch validation without a session (rewards): results in order, one error per bad item."""
