@@ -104,7 +104,7 @@ class ImageEntry:
         self.delivered: tuple[str, bytes] | None = None
         self.views: dict[str, Image.Image] = {}  # model views (whole-image resizes), by rule (in-memory store)
         self.blob_key: str | None = None  # Redis store: the stored bytes these pixels decode from
-        self.blob_format: str | None = None  # "source" (as uploaded) or "png"
+        self.blob_format: str | None = None  # "source" (as uploaded), "png", or the format of `delivered`
         self._pixels = pixels
         self._source_bytes = source_bytes  # what was uploaded (inputs only)
         self._load_pixels = load_pixels

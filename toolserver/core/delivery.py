@@ -92,7 +92,10 @@ class Delivery:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), mime, data)
                     delivered.append(Delivered(mime=mime, path=str(path)))
             if store_png and entry is None:  # new pixels, kept losslessly (reused images are stored already)
-                same = data is not None and mime == "image/png" and shown is None and output.encoded_is_pixels
+                # Bytes already made that decode to exactly these pixels are kept as they are: a PNG delivered, or
+                # the system's own encoding of the result (Pixel-Reasoner's JPEG, whose decoding *is* the result).
+                exact = output.encoded_form(offset) is not None or mime == "image/png"
+                same = data is not None and exact and shown is None and output.encoded_is_pixels
                 stored.append(data if same else self.encode(img, "png"))
             else:
                 stored.append(None)

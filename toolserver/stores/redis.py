@@ -239,9 +239,11 @@ class RedisStore(SessionStore):
                     raise ValueError(f"image {entry.key} needs its bytes to be stored")
                 entry.blob_key = entry.key
                 entry.blob_format = "source" if entry.is_input else entry.pixels_format
+                if not entry.is_input and entry.delivered is not None and data == entry.delivered[1]:
+                    entry.blob_format = entry.delivered[0]  # the system's own bytes decode to the pixels: kept once
                 pairs += [entry.key, data]
                 nbytes += len(data)
-            if entry.delivered is not None:  # the system's own bytes, for a replay or a fetch in that format
+            if entry.delivered is not None and entry.blob_format != entry.delivered[0]:  # for a replay or a fetch
                 pairs += [f"{entry.blob_key}.{entry.delivered[0]}", entry.delivered[1]]
                 nbytes += len(entry.delivered[1])
             records.append(json.dumps({
