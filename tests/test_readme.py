@@ -103,3 +103,34 @@ def test_every_trainer_snippet_is_the_tested_code():
     rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     for trainer in ("verl", "verl-tool", "TRL", "OpenEnv clients", "MCP clients", "OpenAI-compatible agents"):
         assert any(row.startswith(trainer) for row in rows), f"no row for {trainer}"
+
+
+def test_the_ray_and_kubernetes_sections_match_the_files_they_describe():
+    import tomllib
+    from importlib.metadata import version
+
+    import yaml
+
+    ray_text, k8s_text = section("Scale out on Ray"), section("Kubernetes")
+    for path in re.findall(r"(deploy/[\w./-]+)", ray_text + k8s_text):
+        assert (ROOT / path.rstrip(".")).exists(), f"the README names {path}, which does not exist"
+    for directory in re.findall(r"kubectl apply -k (\S+)", k8s_text):
+        assert (ROOT / directory / "kustomization.yaml").is_file(), directory
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "pip install -c constraints.txt 'toolserver[ray]'" in ray_text
+    assert extras["ray"] == [f"ray[serve]=={version('ray')}"]  # pinned, and what the tests ran
+    config = yaml.safe_load((ROOT / "deploy" / "ray" / "toolserver.yaml").read_text())
+    deployments = {d["name"]: d for d in config["applications"][0]["deployments"]}
+    advertised = {json_key for line in re.findall(r"--resources='(\{.*?\})'", ray_text)
+                  for json_key in yaml.safe_load(line)}
+    assert advertised == {r for d in deployments.values() for r in d["ray_actor_options"]["resources"]}
+    ingress = deployments["toolserver"]
+    assert f"`max_ongoing_requests` {ingress['max_ongoing_requests']}" in ray_text
+    assert f"a bounded queue of {ingress['max_queued_requests']:,}" in ray_text
+    bounds = ingress["autoscaling_config"]
+    assert f"{bounds['min_replicas']} to {bounds['max_replicas']} by autoscaling" in ray_text
+    for name in ("smfanet", "clip", "text"):
+        assert f"`{name}` {deployments[name]['ray_actor_options']['num_gpus']:g}" in ray_text
+    for setting in re.findall(r"`((?:SR|ENCODER|SESSION|MCP)_[A-Z_]+?)`", ray_text):
+        if not setting.endswith("_"):
+            assert setting.lower() in Settings.model_fields, setting
