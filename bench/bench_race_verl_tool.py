@@ -97,7 +97,8 @@ class ToolserverOnServe(Toolserver):
     @property
     def command(self) -> list[str]:
         return [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "bench" / "ray_cluster.py"), "--port",
-                str(self.port), "--models", "", "--state", "--pids", str(self.workdir / "pids")]
+                str(self.port), "--models", "", "--state", "--pids", str(self.workdir / "pids"),
+                *os.environ.get("TOOLSERVER_RACE_SERVE_ARGS", "").split()]
 
     def start(self) -> ToolserverOnServe:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,8 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="DEPLOYMENT:NAME=VALUE")
     parser.add_argument("--replicas", type=int, default=2, help="ingress replicas")
     parser.add_argument("--affinity", action="store_true", help="the consistent-hash router on X-Session-ID")
+    parser.add_argument("--haproxy", action="store_true", help="Serve's HAProxy ingress instead of its Python proxy "
+                        "(RAY_SERVE_ENABLE_HA_PROXY=1; not with --affinity)")
     parser.add_argument("--pids", type=Path)
     parser.add_argument("--state", action="store_true", help="start a Redis and a Chroma server of its own for the "
                         "app (its sessions and documents), stopped with it")
@@ -69,6 +71,8 @@ def serve(args: argparse.Namespace) -> None:
         if "ray_actor_options" in extra:
             deployment["ray_actor_options"].update(extra.pop("ray_actor_options"))
         deployment.update(extra)
+    if args.haproxy:
+        os.environ["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -120,6 +120,31 @@ def test_the_client_sends_a_key_and_reuses_it_on_every_retry():
     assert len(calls) == 1
 
 
+def ok_profiles():
+    return httpx.Response(200, json=[{"name": "default"}])
+
+
+def test_a_keyed_call_is_retried_after_a_proxy_s_500_but_not_after_the_server_s_own():
+    """Ray Serve answers a request whose replica died mid-call with a plain-text 500: with a key the call is sent
+    again (it runs once); toolserver's own 500 (`internal_error`) is a bug, not retried."""
+    answer = httpx.Response(200, json={"ok": True, "tool": "zoom_in", "text": "done", "images": []})
+    replica_died = httpx.Response(500, text="The actor died unexpectedly before finishing this task.")
+    ours = httpx.Response(500, json={"detail": "internal error", "code": "internal_error"})
+    created = SessionCreated(session_id="s", profile="default", images=[], texts=[], expires_in_s=60)
+    transport, calls = scripted(replica_died, answer)
+    with Client("http://ts", transport=transport, backoff=0.01) as client:
+        assert Session(client, created).call("zoom_in", ZOOM).text == "done"
+    assert len(calls) == 2 and len({r.headers["Idempotency-Key"] for _, r in calls}) == 1
+    transport, calls = scripted(ours, answer)
+    with Client("http://ts", transport=transport, backoff=0.01) as client, pytest.raises(ToolServerError):
+        Session(client, created).call("zoom_in", ZOOM)
+    assert len(calls) == 1
+    transport, calls = scripted(replica_died, ok_profiles())  # no key: never retried
+    with Client("http://ts", transport=transport, backoff=0.01) as client, pytest.raises(ToolServerError):
+        client.profiles()
+    assert len(calls) == 1
+
+
 # -- the Redis store: the fence and unknown outcomes ------------------------------------------------------
 async def _new_session(core: Core) -> str:
     created = await core.create_session(CreateSessionRequest(), [RawImage(png_bytes(gradient(64, 48)))])

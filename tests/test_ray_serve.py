@@ -195,20 +195,25 @@ def test_an_ingress_replica_killed_mid_trajectory_loses_and_doubles_nothing(serv
     client = Client(url, retries=8, backoff=0.2)
     session = client.create_session([PHOTO.read_bytes()])
     outcomes: list[str] = []
+    errors: list[BaseException] = []
 
     def trajectory() -> None:
-        for i in range(40):
-            outcomes.append(session.call("zoom_in", image="original_image", bbox_2d=[0, 0, 500 + i, 500]).images[0].key)
+        try:
+            for i in range(40):
+                result = session.call("zoom_in", image="original_image", bbox_2d=[0, 0, 500 + i, 500])
+                outcomes.append(result.images[0].key)
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
 
     worker = threading.Thread(target=trajectory)
     worker.start()
-    while len(outcomes) < 8:
+    while len(outcomes) < 8 and not errors:
         time.sleep(0.05)
     replicas = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                 if a["name"].startswith("SERVE_REPLICA::toolserver#toolserver#")]
     ray.kill(ray.get_actor(replicas[0], namespace="serve"), no_restart=True)
     worker.join(120)
-    assert not worker.is_alive()
+    assert not worker.is_alive() and not errors, errors
     keys = [image.key for image in session.info().images]
     assert outcomes == [f"observation_{i}" for i in range(1, 41)]  # every call answered once, in order
     assert keys == ["original_image", *outcomes]  # and held once

@@ -77,11 +77,23 @@ class _Wait:
 # -- answers and transport failures as errors or retries, for both clients -----------------------
 def _check(response: httpx.Response, keyed: bool = False) -> httpx.Response:
     # A proxy's 502/504 (an upstream down or slow) is retried only with an idempotency key: the call may have run.
-    if response.status_code in (429, 503) or (keyed and response.status_code in (502, 504)):
+    # So is a 500 that is not toolserver's own (a proxy's for a replica that died mid-request: Ray Serve answers
+    # a lost replica with a plain-text 500); toolserver's own 500 is an `internal_error` body, not retried.
+    proxy_error = response.status_code in (502, 504) or (response.status_code == 500 and not _ours(response))
+    if response.status_code in (429, 503) or (keyed and proxy_error):
         raise _Retryable(_error_from(response), _retry_after(response))
     if response.is_error:
         raise _error_from(response)
     return response
+
+
+def _ours(response: httpx.Response) -> bool:
+    """Whether an error answer is toolserver's own (its JSON body with a `code`), not an intermediary's."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("code"), str)
 
 
 def _keyed(request_kwargs: dict) -> bool:
