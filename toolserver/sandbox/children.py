@@ -3,10 +3,11 @@ execution (the child's result, then its end) or a stateful worker's loop of cell
 
 The order matters: its own process group (`setsid`, so the wall-clock kill reaches everything it starts), its
 standard streams on /dev/null, an empty environment (the server's API keys never reach code), the level's
-isolation (namespaces and the read-only view, or the slot's working directory and its Landlock ruleset), every
-other inherited descriptor closed, resource limits, the uid switch, death with the zygote, and last the seccomp
-filter, which also forbids the calls the steps before it needed. A step that fails ends the child before any
-code runs (`confinement_failed`).
+isolation (namespaces and the read-only view: the PID namespace's first process, `processes.py`; or the slot's
+working directory and its Landlock ruleset), every other inherited descriptor closed, resource limits, the uid
+switch, death with the zygote, the priority below the server's, and last the seccomp filters (at `restricted`, a
+second one made for its pid), which also forbid the calls the steps before them needed. A step that fails ends
+the child before any code runs (`confinement_failed`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from toolserver.sandbox import child as child_side
+from toolserver.sandbox import processes
 from toolserver.sandbox.confine import (
     DEVICES,
+    IPC_DENIED,
+    ConfinementError,
     Limits,
     die_with_parent,
     drop_user,
@@ -31,6 +35,7 @@ from toolserver.sandbox.confine import (
     landlock_ruleset,
     library_paths,
     load_seccomp,
+    lower_priority,
     mapped_bytes,
     seccomp_program,
     set_limits,
@@ -48,9 +53,12 @@ class Children:
         self.as_root = os.geteuid() == 0
         self.landlock = landlock_abi() >= 1
         self.root = runtime / "root"
-        # Made once, applied by each child: the seccomp program, and the Landlock rulesets (per slot at the
+        # Made once, applied by each child: the seccomp programs, and the Landlock rulesets (per slot at the
         # `restricted` level, whose working directory is the slot's).
-        self.seccomp = seccomp_program()
+        self.seccomp = {"namespaces": seccomp_program(), "restricted": seccomp_program(IPC_DENIED)}
+        processes.prepare()
+        self.pid_namespaces = processes.PidNamespaces() if self.as_root else None
+        self.zygote_alive = os.pipe()  # the zygote holds the write end for life; a child checks its read end
         self.scope_ruleset = landlock_ruleset([], [], files=False) if self.landlock else None
         self.file_rulesets: dict[int, int] = {}
         self.libraries = library_paths()  # what code may read: found once
@@ -90,8 +98,19 @@ class Children:
         requests = os.pipe() if worker else None
         if requests is not None:
             widen_pipe(requests[1])
-        pid = os.fork()
+        new_pid_namespace = message["level"] == "namespaces" and self.pid_namespaces is not None
+        if new_pid_namespace:
+            assert self.pid_namespaces is not None
+            message["pid_namespace_error"] = self.pid_namespaces.enter()
+        pid = -1
+        try:
+            pid = os.fork()
+        finally:
+            if pid != 0 and new_pid_namespace and message.get("pid_namespace_error") is None:
+                assert self.pid_namespaces is not None
+                self.pid_namespaces.leave()
         if pid == 0:  # the child: never returns
+            os.close(self.zygote_alive[1])
             os.close(read_end)
             if requests is not None:
                 os.close(requests[1])
@@ -126,19 +145,29 @@ class Children:
         os.environ.clear()
         os.environ.update(CHILD_ENV)
         limits, mapped = Limits(**message.get("limits", {})), mapped_bytes()
-        if message["level"] == "namespaces":
+        level, zygote_alive = message["level"], self.zygote_alive[0]
+        if level == "namespaces":
+            if message.get("pid_namespace_error"):
+                raise ConfinementError(message["pid_namespace_error"])
             enter_namespaces(self.root, limits, self.as_root, self.libraries)
+            if not self.as_root:  # its user namespace brought the PID namespace: its first process is a child
+                die_with_parent(zygote_alive)
+                processes.leave_for_namespace()
             if self.scope_ruleset is not None:  # signals: a user-namespace child shares the zygote's uid
                 landlock_apply(self.scope_ruleset)
         else:
             os.chdir(self.workdir(slot))
             if slot in self.file_rulesets:
                 landlock_apply(self.file_rulesets[slot])
-        _close_all_but(keep)  # the rulesets too, now that they are applied
+        _close_all_but(keep | {zygote_alive})  # the rulesets too
         set_limits(limits, mapped)
         drop_user(self.uid_base + slot, self.as_root)
-        die_with_parent()  # after the uid switch, which clears it; a zygote killed outright takes its runs
-        load_seccomp(self.seccomp)
+        die_with_parent(zygote_alive)  # after the uid switch, which clears it; a zygote killed outright takes its runs
+        os.close(zygote_alive)
+        lower_priority()
+        load_seccomp(self.seccomp[level])
+        if level == "restricted":
+            load_seccomp(processes.pid_filter(os.getpid()))
 
 
 def reap_group(leader: int) -> int | None:
