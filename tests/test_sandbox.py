@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or os.uname().sysname !=
 
 
 def _sandbox(tmp_path: Path, **config) -> Sandbox:
-    limits = Limits(memory_bytes=512 << 20, cpu_s=5, processes=8, file_bytes=8 << 20, tmp_bytes=32 << 20)
+    limits = Limits(memory_bytes=512 << 20, cpu_s=5, processes=8, file_bytes=8 << 20, tmp_bytes=32 << 20,
+                    disk_bytes=16 << 20)
     base = {"runtime_dir": tmp_path / "sandbox", "slots": 4, "limits": limits, "timeout_s": 5.0,
             "max_output_bytes": 2000, "max_images": 4, "max_pixels": 4_000_000}
     return Sandbox(SandboxConfig(**(base | config)))

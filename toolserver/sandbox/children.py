@@ -2,12 +2,13 @@
 execution (the child's result, then its end) or a stateful worker's loop of cells.
 
 The order matters: its own process group (so the wall-clock kill reaches everything it starts; not a session of
-its own, see `_own_group`), its standard streams on /dev/null, an empty environment (the server's API keys never reach code), the level's
-isolation (namespaces and the read-only view: the PID namespace's first process, `processes.py`; or the slot's
-working directory and its Landlock ruleset), every other inherited descriptor closed, resource limits, the uid
-switch, death with the zygote, the priority below the server's, and last the seccomp filters (at `restricted`, a
-second one made for its pid), which also forbid the calls the steps before them needed. A step that fails ends
-the child before any code runs (`confinement_failed`).
+its own, see `_own_group`), its standard streams on /dev/null, an empty environment (the server's API keys never
+reach code), the level's isolation (namespaces and the read-only view: the PID namespace's first process,
+`processes.py`; or the slot's working directory and its Landlock ruleset), every other inherited descriptor
+closed, resource limits, the uid switch, death with the zygote, the priority below the server's, and last the
+seccomp filters (at `restricted`, a second one made for its pid), which also forbid the calls the steps before
+them needed. A step that fails ends the child before any code runs (`confinement_failed`). A one-shot child,
+its result sent, waits to be killed: the zygote reads its files' use first (`quota.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import ctypes
 import fcntl
 import os
 import shutil
+import signal
 import sys
 import termios
 from pathlib import Path
@@ -134,6 +136,8 @@ class Children:
             request = child_side.Request.of(message)
             if requests_fd is None:
                 child_side.send(result_fd, child_side.execute(request))
+                while True:  # until the zygote, its result in, has read its files' use and kills it
+                    signal.pause()
             else:
                 child_side.serve_cells(requests_fd, result_fd, request)
         finally:

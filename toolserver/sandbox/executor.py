@@ -47,7 +47,7 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass
 class Execution:
-    status: str  # ok, error, timeout, cpu_limit, output_too_large, crashed, confinement_failed, busy
+    status: str  # ok, error, timeout, cpu_limit, output_too_large, disk_quota, crashed, confinement_failed, busy
     stdout: str = ""
     stderr: str = ""
     error: str | None = None
