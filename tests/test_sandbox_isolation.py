@@ -157,3 +157,37 @@ def test_the_code_runs_below_the_server_and_cannot_climb_back(confined):
                     "    try:\n        climb()\n        print('climbed')\n    except OSError as exc:\n"
                     "        print(type(exc).__name__)")
     assert done.stdout == "True 19\nPermissionError\nPermissionError\nPermissionError\n", done
+
+
+# -- restricted without Landlock (kernels before 5.13): what stands is the filters, the user and the sweep ----------
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the restricted level needs root")
+    sandbox = test_sandbox._sandbox(tmp_path_factory.mktemp("bare"), landlock=False, uid_base=63000)
+    sandbox.start()
+    if sandbox.levels.get("restricted") != "ok":
+        pytest.skip(f"restricted: {sandbox.levels.get('restricted')}")
+    yield test_sandbox.Confined(sandbox, "restricted")
+    sandbox.stop()
+
+
+def test_without_landlock_what_a_run_leaves_in_tmp_and_dev_shm_goes_with_it(bare):
+    name = f"toolserver-test-{os.getpid()}"
+    done = bare(f"import ctypes, os\nlibc = ctypes.CDLL(None)\n"  # POSIX shared memory: a file in /dev/shm
+                f"os.close(libc.shm_open(b'/{name}', os.O_CREAT | os.O_RDWR, 0o666))\n"
+                f"open('/tmp/{name}', 'w').write('left for the next session')\nprint(os.listdir('/dev/shm'))")
+    assert done.ok and name in done.stdout, done  # made, where any user could find it
+    assert not Path(f"/dev/shm/{name}").exists() and not Path(f"/tmp/{name}").exists()
+
+
+def test_without_landlock_what_it_writes_to_tmp_counts_against_its_quota(bare):
+    done = bare("import os\ni = 0\nwhile True:\n    try:\n        open(f'/tmp/toolserver-q-{os.getpid()}-{i}', 'wb')"
+                ".write(os.urandom(1 << 20))\n    except OSError:\n        pass\n    i += 1", timeout_s=20)
+    assert done.status == "disk_quota", done
+    assert not list(Path("/tmp").glob("toolserver-q-*"))
+
+
+def test_without_landlock_the_host_s_processes_still_cannot_be_told_apart(bare):
+    test_the_code_cannot_tell_which_host_processes_exist(bare)

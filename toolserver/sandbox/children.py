@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from toolserver.sandbox import child as child_side
-from toolserver.sandbox import processes
+from toolserver.sandbox import processes, quota
 from toolserver.sandbox.confine import (
     DEVICES,
     IPC_DENIED,
@@ -51,11 +51,11 @@ CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.
 
 
 class Children:
-    def __init__(self, runtime: Path, uid_base: int):
+    def __init__(self, runtime: Path, uid_base: int, *, landlock: bool = True):
         self.runtime = runtime
         self.uid_base = uid_base
         self.as_root = os.geteuid() == 0
-        self.landlock = landlock_abi() >= 1
+        self.landlock = landlock and landlock_abi() >= 1
         self.root = runtime / "root"
         # Made once, applied by each child: the seccomp programs, and the Landlock rulesets (per slot at the
         # `restricted` level, whose working directory is the slot's).
@@ -80,7 +80,11 @@ class Children:
                                                                        *(f"/dev/{d}" for d in DEVICES)])
 
     def reset_workdir(self, slot: int) -> None:
-        """Emptied, not replaced: the slot's Landlock ruleset names this very directory."""
+        """Emptied, not replaced: the slot's Landlock ruleset names this very directory. Without Landlock, what the
+        slot's user left in the directories every user may write to (/tmp, /dev/shm: files, POSIX shared memory
+        and semaphores) goes too."""
+        if not self.landlock and self.as_root:
+            quota.remove_shared(self.uid_base + slot)
         path = self.workdir(slot)
         path.mkdir(parents=True, mode=0o700, exist_ok=True)
         with os.scandir(path) as entries:

@@ -91,6 +91,7 @@ class SandboxConfig:
     max_result_bytes: int = 256 << 20  # one execution's whole answer (texts and images); beyond it, killed
     worker_slots: int = 16  # stateful workers alive at once; a new one beyond that ends the least recently used
     user_namespace: bool = False  # a root zygote serves as uid `uid_base - 1`, confining as any unprivileged one
+    landlock: bool = True  # False: confine as on a kernel without Landlock (the tests of that path)
 
 
 class Sandbox:
@@ -132,7 +133,7 @@ class Sandbox:
                 return
             runtime = self._runtime_dir()
             config = {"runtime_dir": str(runtime), "uid_base": self.config.uid_base, "slots": self.config.slots,
-                      "user_namespace": self.config.user_namespace,
+                      "user_namespace": self.config.user_namespace, "landlock": self.config.landlock,
                       "image_cache_bytes": self.config.image_cache_bytes, "worker_slots": self.config.worker_slots}
             self._process = subprocess.Popen([sys.executable, "-m", "toolserver.sandbox.zygote", json.dumps(config)],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)

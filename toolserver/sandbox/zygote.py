@@ -66,7 +66,7 @@ class Zygote:
         slots = int(config["slots"])
         self.free_slots = list(range(slots))[::-1]
         self.workers = Workers(list(range(slots, slots + int(config.get("worker_slots", 0))))[::-1])
-        self.children = Children(self.runtime, int(config["uid_base"]))
+        self.children = Children(self.runtime, int(config["uid_base"]), landlock=bool(config.get("landlock", True)))
         self.as_root, self.landlock = self.children.as_root, self.children.landlock
         self.running: dict[int, Running] = {}  # by the read end of the child's result pipe
         self.selector = selectors.DefaultSelector()
@@ -116,7 +116,8 @@ class Zygote:
                 next_watch = now + quota.WATCH_S
 
     def _over_quota(self, level: str, pid: int, slot: int, disk_bytes: int) -> bool:
-        return quota.over(level, pid, self.children.workdir(slot), disk_bytes)
+        shared_uid = None if self.landlock or level == "namespaces" else self.children.uid_base + slot
+        return quota.over(level, pid, self.children.workdir(slot), disk_bytes, shared_uid)
 
     def _watch_disks(self) -> None:
         for fd, run in list(self.running.items()):
