@@ -191,3 +191,16 @@ def test_without_landlock_what_it_writes_to_tmp_counts_against_its_quota(bare):
 
 def test_without_landlock_the_host_s_processes_still_cannot_be_told_apart(bare):
     test_the_code_cannot_tell_which_host_processes_exist(bare)
+
+
+def test_the_nice_policy_keeps_the_code_at_niceness_19_under_the_normal_scheduler(tmp_path):
+    sandbox = test_sandbox._sandbox(tmp_path, cpu_policy="nice")
+    try:
+        sandbox.start()
+        level = sandbox.level
+        assert level is not None, sandbox.levels
+        done = sandbox.run("import os\nprint(os.sched_getscheduler(0) == os.SCHED_OTHER, os.getpriority(os.PRIO_PROCESS, 0))"
+                           "\ntry:\n    os.nice(-1)\nexcept OSError as exc:\n    print(type(exc).__name__)", level=level)
+        assert done.stdout == "True 19\nPermissionError\n", done
+    finally:
+        sandbox.stop()

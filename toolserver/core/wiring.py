@@ -93,7 +93,8 @@ def build_sandbox(s: Settings, on_execution: Callable[[str], None] | None = None
                            max_output_bytes=s.sandbox_max_output_bytes, max_images=s.sandbox_max_images,
                            max_pixels=min(s.max_image_pixels, s.sandbox_max_image_pixels),
                            image_cache_bytes=s.sandbox_image_cache_mb << 20,
-                           max_result_bytes=s.sandbox_max_result_mb << 20, worker_slots=promise.workers)
+                           max_result_bytes=s.sandbox_max_result_mb << 20, worker_slots=promise.workers,
+                           cpu_policy=s.sandbox_cpu_policy)
     return Sandbox(config, on_execution=on_execution)
 
 

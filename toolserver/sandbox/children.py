@@ -174,7 +174,7 @@ class Children:
         drop_user(self.uid_base + slot, self.as_root)
         die_with_parent(zygote_alive)  # after the uid switch, which clears it; a zygote killed outright takes its runs
         os.close(zygote_alive)
-        lower_priority()
+        lower_priority(message.get("cpu_policy", "idle"))
         load_seccomp(self.seccomp[level])
         if level == "restricted":
             load_seccomp(processes.pid_filter(os.getpid()))

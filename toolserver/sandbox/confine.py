@@ -143,13 +143,20 @@ def set_limits(limits: Limits, mapped: int, extra_processes: int = 0) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file over its limit fails the write instead of killing
 
 
-def lower_priority() -> None:
-    """Below every thread of the server: niceness 19 and `SCHED_IDLE`, so the scheduler runs the code only on
-    what the server leaves and a waking server thread preempts it at once (a cgroup CPU weight would need a
-    delegated cgroup v2 subtree, which many hosts and containers lack; these two need no privilege and hold
-    everywhere). With `RLIMIT_NICE` at 0 the code cannot return to `SCHED_OTHER` or a lower niceness."""
+CPU_POLICIES = ("idle", "nice")
+
+
+def lower_priority(policy: str = "idle") -> None:
+    """Below every thread of the server. `nice`: niceness 19, a scheduling weight of 15 against a server thread's
+    1024 (and the heavy lane's 110); `idle`: that and `SCHED_IDLE`, so the code runs only on what the server
+    leaves, a waking server thread preempting it at once. (A cgroup CPU weight would need a delegated cgroup v2
+    subtree, which many hosts and containers lack; these need no privilege and hold everywhere.) With
+    `RLIMIT_NICE` at 0 the code cannot return to `SCHED_OTHER` or a lower niceness."""
+    if policy not in CPU_POLICIES:
+        raise ConfinementError(f"no CPU policy {policy!r}")
     os.setpriority(os.PRIO_PROCESS, 0, 19)
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    if policy == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def mapped_bytes() -> int:

@@ -92,6 +92,7 @@ class SandboxConfig:
     worker_slots: int = 16  # stateful workers alive at once; a new one beyond that ends the least recently used
     user_namespace: bool = False  # a root zygote serves as uid `uid_base - 1`, confining as any unprivileged one
     landlock: bool = True  # False: confine as on a kernel without Landlock (the tests of that path)
+    cpu_policy: str = "idle"  # how far below the server code runs: `confine.lower_priority`
 
 
 class Sandbox:
@@ -208,7 +209,8 @@ class Sandbox:
                    "limits": dataclasses.asdict(self.config.limits), "max_output_bytes": self.config.max_output_bytes,
                    "max_images": self.config.max_images, "max_pixels": self.config.max_pixels,
                    "max_result_bytes": self.config.max_result_bytes, "figure_dpi": figure_dpi,
-                   "figure_bbox": figure_bbox, "worker": worker, **(runner or {})}
+                   "figure_bbox": figure_bbox, "worker": worker, "cpu_policy": self.config.cpu_policy,
+                   **(runner or {})}
         with self._slots:
             self.live += 1
             try:
