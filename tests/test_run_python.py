@@ -87,6 +87,7 @@ def test_readyz_reports_the_isolation_and_metrics_count_executions(client):
     sandbox = client.get("/readyz").json()["sandbox"]
     assert sandbox["isolation"] in ("namespaces", "restricted") and sandbox["required"] == "restricted"
     assert sandbox["levels"][sandbox["isolation"]] == "ok"
+    assert sandbox["cpu_policy"] == "idle" and sandbox["disk_mb"] == 8 and sandbox["slots"] >= 1
     metrics = client.get("/metrics").text
     assert 'toolserver_sandbox_executions_total{outcome="ok"}' in metrics
     assert "toolserver_sandbox_live_executions 0.0" in metrics

@@ -126,7 +126,9 @@ class Sandbox:
         if not self.started:
             return {"isolation": None, "required": self.config.min_level, "state": "starts on first use"}
         return {"isolation": self.level, "required": self.config.min_level, "levels": self.levels,
-                "live_executions": self.live, "workers": len(self.workers), "executions": dict(self.outcomes)}
+                "live_executions": self.live, "workers": len(self.workers), "executions": dict(self.outcomes),
+                "slots": self.config.slots, "worker_slots": self.config.worker_slots,
+                "cpu_policy": self.config.cpu_policy, "disk_mb": self.config.limits.disk_bytes >> 20}
 
     def start(self) -> None:
         with self._lock:
