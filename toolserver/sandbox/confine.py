@@ -131,12 +131,11 @@ def _bind_read_only(path: str, root: Path) -> None:
     _mount(None, str(target), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
 
 
-def set_limits(limits: Limits, mapped: int, extra_processes: int = 0) -> None:
+def set_limits(limits: Limits, mapped: int) -> None:
     """`mapped`: the address space the process had before (the zygote's libraries), measured before any chroot.
-    `extra_processes`: the sandbox's own (a PID namespace's first process), not counted against the code. No
-    niceness may be taken back (`RLIMIT_NICE` 0: see `lower_priority`)."""
+    No niceness may be taken back (`RLIMIT_NICE` 0: see `lower_priority`)."""
     for which, value in ((resource.RLIMIT_AS, mapped + limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_s),
-                         (resource.RLIMIT_NPROC, limits.processes + extra_processes),
+                         (resource.RLIMIT_NPROC, limits.processes),
                          (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_FSIZE, limits.file_bytes),
                          (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NICE, 0)):
         resource.setrlimit(which, (value, value))

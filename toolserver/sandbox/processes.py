@@ -70,7 +70,7 @@ def pid_filter(own: int) -> bytes:
     values = {"self": (0, own), "group": (0, own, -own & 0xFFFFFFFF)}
     # (code, true target, false target, k): targets are labels ("allow", "deny", a group's index) or None (next)
     program: list[tuple[int, object, object, int]] = [
-        (LD_ABS, None, None, 4), (JEQ, None, "allow", arch), (LD_ABS, None, None, 0), (JSET, "deny", None, X32_BIT)]
+        (LD_ABS, None, None, 4), (JEQ, None, "deny", arch), (LD_ABS, None, None, 0), (JSET, "deny", None, X32_BIT)]
     for index, (_, _, numbers) in enumerate(groups):
         program += [(JEQ, index, None, number) for number in numbers]
     program.append((RET, None, None, ALLOW))
@@ -93,10 +93,17 @@ class PidNamespaces:
     """The root zygote's side: the next fork is the first process of a new PID namespace."""
 
     def __init__(self) -> None:
-        self.own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self.own: int | None = None
+        self.missing = ""
+        try:
+            self.own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.missing = f"no /proc/self/ns/pid to come back to: {exc.strerror}"
 
     def enter(self) -> str | None:
         """For the next fork; None, or why not (the child then fails its confinement with it)."""
+        if self.own is None:
+            return self.missing
         if _libc.unshare(CLONE_NEWPID) != 0:
             return f"unshare(CLONE_NEWPID): {os.strerror(ctypes.get_errno())}"
         return None
