@@ -294,10 +294,13 @@ class Zygote:
         os.close(fd)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(run.pid, signal.SIGKILL)  # whatever the code left running ends with its run
-        result = {**meta, **self._result(run, reap_group(run.pid))}
+        if whole and not run.killed:  # the answer first: the child's teardown is not the caller's to wait for
+            self.send({**meta, "attached": True}, attachment=run.buffer)
+            reap_group(run.pid)
+        else:
+            self.send({**meta, **self._result(run, reap_group(run.pid))})
         self.children.reset_workdir(run.slot)
         self.free_slots.append(run.slot)
-        self.send(result, attachment=run.buffer if result.get("attached") else None)
 
     def _result(self, run: Running, signal_number: int | None) -> dict[str, Any]:
         if run.killed == "disk_quota":
