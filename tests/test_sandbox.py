@@ -1,6 +1,7 @@
 """The code sandbox on a real zygote: what code can do, and the escape corpus at every isolation level this host
 allows (as root: `namespaces` and `restricted`; and `namespaces` the way an unprivileged server confines, with a
-user namespace). Each escape is contained with a text that says so, and the sandbox stays healthy after it."""
+user namespace). Each escape is contained with a text that says so, and the sandbox stays healthy after it. The
+corpus goes on in `tests/test_sandbox_isolation.py`: host processes, IPC between runs, disk, CPU."""
 
 from __future__ import annotations
 
