@@ -2,6 +2,7 @@
 run unconfined in a warm interpreter (the floor), at 1, 16 and 64 concurrent sessions.
 
 Run:  .venv/bin/python -m bench.bench_sandbox [--calls 64] [--json FILE]
+      .venv/bin/python -m bench.bench_sandbox --starvation [--rounds 5] [--calls 40]   (that case alone)
 
 All in one process, side by side: a `Core` (the server's core, without HTTP) serves both tools on a 2000x1500
 crop of a real photo; each of N sessions calls one tool in a loop, all sessions at once. The floor runs the
@@ -13,12 +14,17 @@ Then each code-as-tool environment's own cost per cell, one session calling in a
 each environment runs it (`run_python`: a one-shot child; the profiles: the session's stateful worker, through
 the environment's runner: PyVision-RL's header, DeepEyesV2's rewrite and IPython shell, Thyme's rewrites and
 executor).
+
+Last, starvation: `zoom_in`'s p50 for another session alone, then beside `SANDBOX_SLOTS` code runs that spin
+(`while ...: pass`, all slots taken) under each CPU policy (`SANDBOX_CPU_POLICY`: `idle`, then `nice`), in
+rounds; the ratio beside / alone per round, and its median.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import io
 import time
 from pathlib import Path
@@ -97,6 +103,73 @@ async def environment_case(core: Core, data: bytes, profile: str, calls: int) ->
     return seconds
 
 
+POLICIES = ("idle", "nice")
+SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass"
+
+
+async def zoom_p50(core: Core, data: bytes, calls: int, while_busy=None) -> tuple[float, int]:
+    """`zoom_in`'s p50 over `calls` calls (1 MP crops), one after another, in a session of their own (after a
+    first call left out); with `while_busy`, only the calls made while it says every slot is still spinning
+    count."""
+    sid = (await core.create_session(CreateSessionRequest(), [RawImage(data)])).session_id
+    await core.call_tool(sid, "zoom_in", {"image": 0, "bbox_2d": [0, 0, 1000, 1000]})
+    seconds = []
+    for i in range(calls):
+        x, y = (i * 37) % 900, (i * 53) % 400
+        started = time.perf_counter()
+        result = await core.call_tool(sid, "zoom_in", {"image": 0, "bbox_2d": [x, y, x + 1000, y + 1000]})
+        if while_busy is None or while_busy():
+            seconds.append(time.perf_counter() - started)
+        assert result.ok, result.text
+    await core.release(sid)
+    return percentile(seconds, 50), len(seconds)
+
+
+async def starvation(core: Core, data: bytes, rounds: int, calls: int) -> dict:
+    """`zoom_in` alone vs beside SANDBOX_SLOTS spinning code runs, under each CPU policy in turn, `rounds` times."""
+    sandbox = core.services.sandbox
+    slots = sandbox.config.slots
+    spinners = [(await core.create_session(CreateSessionRequest(), [RawImage(data)])).session_id
+                for _ in range(slots)]
+    await zoom_p50(core, data, 8)  # warm
+    seconds = min(8.0, sandbox.config.timeout_s - 1)
+    rows = []
+    for _ in range(rounds):
+        row = {"alone_p50_ms": round((await zoom_p50(core, data, calls))[0] * 1e3, 2)}
+        for policy in POLICIES:
+            sandbox.config = dataclasses.replace(sandbox.config, cpu_policy=policy)  # read by each run
+            beside, counted = await _beside_spinners(core, data, spinners, calls, seconds)
+            row[f"{policy}_p50_ms"], row[f"{policy}_counted"] = round(beside * 1e3, 2), counted
+            row[f"{policy}_ratio"] = round(beside * 1e3 / row["alone_p50_ms"], 2)
+        rows.append(row)
+        print(row, flush=True)
+    for s in spinners:
+        await core.release(s)
+    return {"slots": slots, "spin_s": seconds, "calls": calls, "rounds": rows,
+            "alone_p50_ms_median": _median(rows, "alone_p50_ms"),
+            **{f"{policy}_{key}_median": _median(rows, f"{policy}_{key}") for policy in POLICIES
+               for key in ("p50_ms", "ratio")}}
+
+
+async def _beside_spinners(core: Core, data: bytes, spinners: list[str], calls: int,
+                           seconds: float) -> tuple[float, int]:
+    sandbox = core.services.sandbox
+    spins = [asyncio.ensure_future(core.call_tool(s, "run_python", {"code": SPIN.format(seconds=seconds)}))
+             for s in spinners]
+    deadline = time.monotonic() + 5
+    while sandbox.live < len(spinners) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)  # every child past its confinement and spinning
+    beside = await zoom_p50(core, data, calls, while_busy=lambda: sandbox.live == len(spinners))
+    await asyncio.gather(*spins)  # (a spinner starved past its deadline by other work on the host times out)
+    return beside
+
+
+def _median(rows: list[dict], key: str) -> float:
+    values = sorted(row[key] for row in rows)
+    return values[len(values) // 2]
+
+
 def memory(pid: int) -> int:
     """Unique set size: the private pages of a process (what a fork adds beyond the shared ones)."""
     total = 0
@@ -132,12 +205,16 @@ def _uid(proc: Path) -> int:
         return -1
 
 
-async def run(calls: int) -> dict:
+async def run(calls: int, rounds: int, only_starvation: bool) -> dict:
     data = photo()
     core = Core(Settings(sandbox_slots=8))
     await core.start()
     sandbox = core.services.sandbox
     await asyncio.to_thread(sandbox.start)
+    if only_starvation:
+        report = {"isolation": sandbox.level, "starvation": await starvation(core, data, rounds, calls)}
+        await core.stop()
+        return report
     assert sandbox._process is not None
     # before any child shares its pages: what the zygote itself holds (its preimports, the environments' programs)
     zygote_at_start = round(memory(sandbox._process.pid) / 2**20, 1)
@@ -169,6 +246,7 @@ async def run(calls: int) -> dict:
     report["zygote_uss_mb_at_start"] = zygote_at_start
     report["zygote_uss_mb"] = round(memory(sandbox._process.pid) / 2**20, 1)  # after the run, one image cached
     report["worker_uss_mb"] = await worker_memory(sandbox, image)
+    report["starvation"] = await starvation(core, data, rounds, 40)
     await core.stop()
     return report
 
@@ -177,8 +255,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=64)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--starvation", action="store_true", help="only the starvation case")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the starvation case")
     args = parser.parse_args()
-    print_report(asyncio.run(run(args.calls)), args.json)
+    calls = args.calls if not args.starvation or args.calls != 64 else 40
+    print_report(asyncio.run(run(calls, args.rounds, args.starvation)), args.json)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from toolserver.config import Settings
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"), sandbox_timeout_s=2, sandbox_max_output_bytes=300,
-                        sandbox_max_images=2, sr_model_dir=tmp_path_factory.mktemp("no-weights"))
+                        sandbox_max_images=2, sandbox_disk_mb=8, sr_model_dir=tmp_path_factory.mktemp("no-weights"))
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -72,12 +72,22 @@ def test_failures_answer_with_their_codes_and_the_code_s_own_words(client):
     assert bad["error"]["code"] == "invalid_arguments"
 
 
+def test_a_run_that_fills_its_disk_quota_is_stopped_and_told_so(client):
+    sid = new_session(client)
+    full = run(client, sid, "i = 0\nwhile True:\n    try:\n        open(f'f{i}', 'wb').write(b'x' * (1 << 20))\n"
+                            "    except OSError:\n        pass\n    i += 1")
+    assert full["error"]["code"] == "disk_quota"
+    assert full["text"] == ("Error: the code's files (its working directory and /tmp) reached the disk quota of 8 MiB "
+                            "and it was stopped; nothing was kept.")
+
+
 def test_readyz_reports_the_isolation_and_metrics_count_executions(client):
     sid = new_session(client)
     run(client, sid, "print(1)")
     sandbox = client.get("/readyz").json()["sandbox"]
     assert sandbox["isolation"] in ("namespaces", "restricted") and sandbox["required"] == "restricted"
     assert sandbox["levels"][sandbox["isolation"]] == "ok"
+    assert sandbox["cpu_policy"] == "idle" and sandbox["disk_mb"] == 8 and sandbox["slots"] >= 1
     metrics = client.get("/metrics").text
     assert 'toolserver_sandbox_executions_total{outcome="ok"}' in metrics
     assert "toolserver_sandbox_live_executions 0.0" in metrics

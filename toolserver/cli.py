@@ -27,6 +27,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from toolserver.api import create_app
     from toolserver.logs import configure_logging, logging_config
     from toolserver.plugins import PluginError
+    from toolserver.sandbox.budget import SandboxBudgetError
     from toolserver.serving import DrainingServer
 
     settings = _settings(args)
@@ -34,7 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_format, level)
     try:
         app = create_app(settings)
-    except PluginError as exc:  # a broken environment stops the server, saying which one
+    except (PluginError, SandboxBudgetError) as exc:  # a broken environment or an unkeepable promise stops it
         print(f"toolserver serve: {exc}", file=sys.stderr)
         return 2
     # The ~140k objects of the imported libraries never die: moved out of the collector's sight, a full

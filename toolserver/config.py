@@ -103,6 +103,18 @@ class Settings(BaseSettings):
     sandbox_open_files: int = Field(default=64, ge=16, description="Open files of one execution.")
     sandbox_file_mb: int = Field(default=64, ge=1, description="Largest file an execution may write.")
     sandbox_tmp_mb: int = Field(default=128, ge=1, description="Its writable /tmp (namespaces level).")
+    sandbox_disk_mb: int = Field(default=128, ge=1, description="What one execution (or one stateful worker) may "
+                                 "keep in its files, its working directory and /tmp together (and one file or "
+                                 "directory per 4 KiB of it); at it the run is stopped.")
+    sandbox_cpu_policy: Literal["idle", "nice"] = Field(default="idle", description=(
+        "How far below the server code runs: `idle` (SCHED_IDLE and niceness 19: only on CPU the server leaves) or "
+        "`nice` (niceness 19 alone: a weight of 15 against a server thread's 1024, so it still progresses when "
+        "the server is saturated)."))
+    sandbox_memory_budget_mb: int | None = Field(default=None, ge=64, description=(
+        "Memory the sandbox may promise in all: (SANDBOX_SLOTS + SANDBOX_WORKERS) runs of SANDBOX_MEMORY_MB and "
+        "their /tmp, plus its image cache (default and at most: this host's memory, or its cgroup's limit). "
+        "Settings that promise more are refused at start-up; the slot and worker counts left at their defaults "
+        "are lowered to fit."))
     sandbox_image_cache_mb: int = Field(default=512, ge=0, description="Decoded images the sandbox's zygote "
                                         "keeps, so that a session's image crosses to it once.")
     sandbox_max_image_pixels: int = Field(default=4096 * 4096, ge=1, description="Pixels of one image code "

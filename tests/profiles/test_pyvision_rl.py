@@ -104,3 +104,18 @@ def test_a_timeout_ends_the_worker_and_the_next_turn_starts_afresh(client, monke
     assert "Text Result:\n1</interpreter>" in turn("x = 1\nprint(x)")
     assert "<interpreter>Execution error: Execution timeout</interpreter>" in turn("while True:\n    pass")
     assert "<interpreter>Execution error: name 'x' is not defined</interpreter>" in turn("print(x)")
+
+
+def test_a_cell_s_printed_text_passes_whole_as_in_the_reference(client):
+    """Its worker reads stdout from a `StringIO`, whole: 34 kB of prints come back unchanged (the sandbox's own
+    default would cut them at 20,000 bytes); past 1 MB they are cut with a marker."""
+    sid = client.post("/v1/sessions", json={"profile": "pyvision-rl"}).json()["session_id"]
+
+    def turn(code: str) -> str:
+        text = f"<code>\n```python\n{code}\n```\n</code>"
+        return client.post(f"/v1/sessions/{sid}/act", json={"text": text}).json()["prompt"]
+
+    lines = "".join(f"{i:05d} " + "x" * 62 + "\n" for i in range(500))  # 34,500 bytes
+    assert f"Text Result:\n{lines.strip()}</interpreter>" in turn(f"print({lines!r}, end='')")
+    cut = turn("print('y' * 1_000_100)")
+    assert "Text Result:\n" + "y" * 1_000_000 + "\n[stdout truncated: 101 more bytes not shown]</interpreter>" in cut

@@ -12,6 +12,7 @@ a transport per model instead.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.metrics import Metrics
 from toolserver.pool import WorkPool
+from toolserver.sandbox.budget import Promise, budget_mb, fit
 from toolserver.sandbox.confine import Limits
 from toolserver.sandbox.executor import Sandbox, SandboxConfig
 from toolserver.sr.engine import SREngine
@@ -29,6 +31,7 @@ from toolserver.sr.service import SRFront, SRModel
 from toolserver.stores import SessionStore, build_store
 
 MODEL_NAMES = ("smfanet", "clip", "text")
+log = logging.getLogger("toolserver.sandbox")
 
 
 @dataclass
@@ -51,9 +54,10 @@ class Services:
             # The heavy lane's threads only wait for a model deployment elsewhere: enough of them that the calls of
             # many sessions reach it together and can share a batch.
             heavy_workers = max(s.workers, s.sr_batch_calls * s.sr_concurrent_batches)
-        pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s, heavy_workers=heavy_workers,
-                        heavy_nice=s.heavy_nice, code_workers=s.sandbox_slots)
         metrics = Metrics()
+        sandbox = build_sandbox(s, on_execution=lambda outcome: metrics.sandbox_executions.labels(outcome).inc())
+        pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s, heavy_workers=heavy_workers,
+                        heavy_nice=s.heavy_nice, code_workers=sandbox.config.slots)
 
         def observer(name: str) -> Callable[[int], None]:
             return metrics.model_batch_size.labels(name).observe
@@ -61,7 +65,6 @@ class Services:
         sr = SRFront(transports["smfanet"], on_batch=observer("smfanet"))
         clip = EncoderFront("clip", transports["clip"], on_batch=observer("clip"))
         text = EncoderFront("text", transports["text"], on_batch=observer("text"))
-        sandbox = build_sandbox(s, on_execution=lambda outcome: metrics.sandbox_executions.labels(outcome).inc())
         services = cls(s, build_store(s), pool, sr, build_library(s, clip, text), metrics, sandbox)
         services.register_gauges()
         return services
@@ -99,15 +102,25 @@ class Services:
 
 
 def build_sandbox(s: Settings, on_execution: Callable[[str], None] | None = None) -> Sandbox:
+    """The sandbox, its slot and worker counts within the memory budget (`SandboxBudgetError` where the ones set
+    promise more than the host has)."""
+    tmp_mb = min(s.sandbox_tmp_mb, s.sandbox_disk_mb)
+    promise = fit(Promise(s.sandbox_slots, s.sandbox_workers, s.sandbox_memory_mb, tmp_mb, s.sandbox_image_cache_mb),
+                  budget_mb(s.sandbox_memory_budget_mb), slots_set="sandbox_slots" in s.model_fields_set,
+                  workers_set="sandbox_workers" in s.model_fields_set)
+    if (promise.slots, promise.workers) != (s.sandbox_slots, s.sandbox_workers):
+        log.warning("sandbox counts lowered to fit this host's memory", extra={
+            "sandbox_slots": promise.slots, "sandbox_workers": promise.workers, "promised_mb": promise.mb})
     limits = Limits(memory_bytes=s.sandbox_memory_mb << 20, cpu_s=s.sandbox_cpu_s, processes=s.sandbox_processes,
                     open_files=s.sandbox_open_files, file_bytes=s.sandbox_file_mb << 20,
-                    tmp_bytes=s.sandbox_tmp_mb << 20)
-    config = SandboxConfig(runtime_dir=s.sandbox_dir, uid_base=s.sandbox_uid_base, slots=s.sandbox_slots,
+                    tmp_bytes=tmp_mb << 20, disk_bytes=s.sandbox_disk_mb << 20)
+    config = SandboxConfig(runtime_dir=s.sandbox_dir, uid_base=s.sandbox_uid_base, slots=promise.slots,
                            min_level=s.sandbox_min_isolation, limits=limits, timeout_s=s.sandbox_timeout_s,
                            max_output_bytes=s.sandbox_max_output_bytes, max_images=s.sandbox_max_images,
                            max_pixels=min(s.max_image_pixels, s.sandbox_max_image_pixels),
                            image_cache_bytes=s.sandbox_image_cache_mb << 20,
-                           max_result_bytes=s.sandbox_max_result_mb << 20, worker_slots=s.sandbox_workers)
+                           max_result_bytes=s.sandbox_max_result_mb << 20, worker_slots=promise.workers,
+                           cpu_policy=s.sandbox_cpu_policy)
     return Sandbox(config, on_execution=on_execution)
 
 

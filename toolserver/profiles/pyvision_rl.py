@@ -14,10 +14,11 @@ In the namespace, as its header makes it: `matplotlib` (Agg), `plt`, `Image`, `i
 image as `image_clue_0` (a PNG round trip of the original, as the reference decodes it from its data URL), and
 `_captured_figures`, which starts with the inputs. `plt.show()` is rewritten, as text, to a capture of the current
 figure (PNG, its own dpi, no tight box), refused at an aspect ratio of 200 or more; then that figure is closed.
-stdout is shown stripped and whole; stderr is not shown; an error shows `str(e)` alone, and what was printed
-before it is not shown; a call of `input(`, `os.system(` or `subprocess(` is refused by its pattern. Figures go
-to the model as Qwen2.5-VL's processor takes them: RGB on white, `smart_resize`d to multiples of 28 within
-[3136, 12845056] pixels.
+stdout is shown stripped and whole (its worker reads it from a `StringIO`, unbounded; here past 1 MB it is
+cut with a marker, where the sandbox's default would cut at 20,000 bytes); stderr is not shown; an error shows
+`str(e)` alone, and what was printed before it is not shown; a call of `input(`, `os.system(` or `subprocess(`
+is refused by its pattern. Figures go to the model as Qwen2.5-VL's processor takes them: RGB on white,
+`smart_resize`d to multiples of 28 within [3136, 12845056] pixels.
 
 Deviations (docs/decisions.md): several input images are `image_clue_0`, `image_clue_1`, … in order (the
 reference binds them all to `image_clue_0`, the last one winning; one image is the same either way); figures are
@@ -47,6 +48,7 @@ CODE_IN_TAG = re.compile(r"<code>\s*```python\s*(.*?)\s*```\s*</code>", re.DOTAL
 CODE_FENCE = re.compile(r"```python\s*(.*?)\s*```", re.DOTALL)
 FORBIDDEN = re.compile(r"(\s|^)?(input|os\.system|subprocess)\(")
 TIMEOUT_S = 30.0
+MAX_STDOUT_BYTES = 1_000_000  # the reference's is unbounded (a StringIO read whole)
 USER, ASSISTANT = "\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"
 VISION = "<|vision_start|><|image_pad|><|vision_end|>"
 NO_CODE = ("<tool_response>\n<interpreter>Error: No Python code or final answer found. There is something wrong "
@@ -86,7 +88,7 @@ del _names, _name, _buffer
 """
 RUNNER = {"preamble": HEADER, "rewrites": [["plt.show()", "_internal_capture_plt_figure()"]],
           "error_style": "message", "collect": "_captured_figures", "show_hook": False, "close_on_error": True,
-          "filename": "<string>"}
+          "filename": "<string>", "max_output_bytes": MAX_STDOUT_BYTES}
 
 
 def extract_answer(text: str) -> str | None:
@@ -157,6 +159,8 @@ class PyVisionPython(Tool):
         if done.status != "ok":
             return ToolOutput.failure(TOOL_ERROR, done.status, worker_lost=done.worker_lost)
         text = done.stdout.strip()
+        if done.stdout_dropped:
+            text += f"\n[stdout truncated: {done.stdout_dropped} more bytes not shown]"
         if not done.images:
             return ToolOutput(f"<tool_response>\n<interpreter>\nText Result:\n{text}</interpreter>\n\n"
                               "</tool_response>")

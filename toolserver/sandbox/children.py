@@ -1,27 +1,35 @@
 """How the zygote makes a confined child: the fork, the fixed order of confinement steps, and then either one
 execution (the child's result, then its end) or a stateful worker's loop of cells.
 
-The order matters: its own process group (`setsid`, so the wall-clock kill reaches everything it starts), its
-standard streams on /dev/null, an empty environment (the server's API keys never reach code), the level's
-isolation (namespaces and the read-only view, or the slot's working directory and its Landlock ruleset), every
-other inherited descriptor closed, resource limits, the uid switch, death with the zygote, and last the seccomp
-filter, which also forbids the calls the steps before it needed. A step that fails ends the child before any
-code runs (`confinement_failed`).
+The order matters: its own process group (so the wall-clock kill reaches everything it starts; not a session of
+its own, see `_own_group`), its standard streams on /dev/null, an empty environment (the server's API keys never
+reach code), the level's isolation (namespaces and the read-only view: the PID namespace's first process,
+`processes.py`; or the slot's working directory and its Landlock ruleset), every other inherited descriptor
+closed, resource limits, the uid switch, death with the zygote, the priority below the server's, and last the
+seccomp filters (at `restricted`, a second one made for its pid), which also forbid the calls the steps before
+them needed. A step that fails ends the child before any code runs (`confinement_failed`). A one-shot child,
+its result sent, waits to be killed: the zygote reads its files' use first (`quota.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import shutil
+import signal
 import sys
+import termios
 from pathlib import Path
 from typing import Any, NoReturn
 
 from toolserver.sandbox import child as child_side
+from toolserver.sandbox import processes, quota
 from toolserver.sandbox.confine import (
     DEVICES,
+    IPC_DENIED,
+    ConfinementError,
     Limits,
     die_with_parent,
     drop_user,
@@ -31,6 +39,7 @@ from toolserver.sandbox.confine import (
     landlock_ruleset,
     library_paths,
     load_seccomp,
+    lower_priority,
     mapped_bytes,
     seccomp_program,
     set_limits,
@@ -42,15 +51,18 @@ CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.
 
 
 class Children:
-    def __init__(self, runtime: Path, uid_base: int):
+    def __init__(self, runtime: Path, uid_base: int, *, landlock: bool = True):
         self.runtime = runtime
         self.uid_base = uid_base
         self.as_root = os.geteuid() == 0
-        self.landlock = landlock_abi() >= 1
+        self.landlock = landlock and landlock_abi() >= 1
         self.root = runtime / "root"
-        # Made once, applied by each child: the seccomp program, and the Landlock rulesets (per slot at the
+        # Made once, applied by each child: the seccomp programs, and the Landlock rulesets (per slot at the
         # `restricted` level, whose working directory is the slot's).
-        self.seccomp = seccomp_program()
+        self.seccomp = {"namespaces": seccomp_program(), "restricted": seccomp_program(IPC_DENIED)}
+        processes.prepare()
+        self.pid_namespaces = processes.PidNamespaces() if self.as_root else None
+        self.zygote_alive = os.pipe()  # the zygote holds the write end for life; a child checks its read end
         self.scope_ruleset = landlock_ruleset([], [], files=False) if self.landlock else None
         self.file_rulesets: dict[int, int] = {}
         self.libraries = library_paths()  # what code may read: found once
@@ -68,7 +80,11 @@ class Children:
                                                                        *(f"/dev/{d}" for d in DEVICES)])
 
     def reset_workdir(self, slot: int) -> None:
-        """Emptied, not replaced: the slot's Landlock ruleset names this very directory."""
+        """Emptied, not replaced: the slot's Landlock ruleset names this very directory. Without Landlock, what the
+        slot's user left in the directories every user may write to (/tmp, /dev/shm: files, POSIX shared memory
+        and semaphores) goes too."""
+        if not self.landlock and self.as_root:
+            quota.remove_shared(self.uid_base + slot)
         path = self.workdir(slot)
         path.mkdir(parents=True, mode=0o700, exist_ok=True)
         with os.scandir(path) as entries:
@@ -90,8 +106,19 @@ class Children:
         requests = os.pipe() if worker else None
         if requests is not None:
             widen_pipe(requests[1])
-        pid = os.fork()
+        new_pid_namespace = message["level"] == "namespaces" and self.pid_namespaces is not None
+        if new_pid_namespace:
+            assert self.pid_namespaces is not None
+            message["pid_namespace_error"] = self.pid_namespaces.enter()
+        pid = -1
+        try:
+            pid = os.fork()
+        finally:
+            if pid != 0 and new_pid_namespace and message.get("pid_namespace_error") is None:
+                assert self.pid_namespaces is not None
+                self.pid_namespaces.leave()
         if pid == 0:  # the child: never returns
+            os.close(self.zygote_alive[1])
             os.close(read_end)
             if requests is not None:
                 os.close(requests[1])
@@ -113,32 +140,58 @@ class Children:
             request = child_side.Request.of(message)
             if requests_fd is None:
                 child_side.send(result_fd, child_side.execute(request))
+                while True:  # until the zygote, its result in, has read its files' use and kills it
+                    signal.pause()
             else:
                 child_side.serve_cells(requests_fd, result_fd, request)
         finally:
             os._exit(0)
 
     def _confine(self, message: dict[str, Any], slot: int, keep: set[int]) -> None:
-        os.setsid()  # its own process group, killed whole
+        _own_group()
         devnull = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         os.environ.clear()
         os.environ.update(CHILD_ENV)
         limits, mapped = Limits(**message.get("limits", {})), mapped_bytes()
-        if message["level"] == "namespaces":
+        level, zygote_alive = message["level"], self.zygote_alive[0]
+        if level == "namespaces":
+            if message.get("pid_namespace_error"):
+                raise ConfinementError(message["pid_namespace_error"])
             enter_namespaces(self.root, limits, self.as_root, self.libraries)
+            if not self.as_root:  # its user namespace brought the PID namespace: its first process is a child
+                die_with_parent(zygote_alive)
+                processes.leave_for_namespace()
             if self.scope_ruleset is not None:  # signals: a user-namespace child shares the zygote's uid
                 landlock_apply(self.scope_ruleset)
         else:
             os.chdir(self.workdir(slot))
             if slot in self.file_rulesets:
                 landlock_apply(self.file_rulesets[slot])
-        _close_all_but(keep)  # the rulesets too, now that they are applied
+        _close_all_but(keep | {zygote_alive})  # the rulesets too
         set_limits(limits, mapped)
         drop_user(self.uid_base + slot, self.as_root)
-        die_with_parent()  # after the uid switch, which clears it; a zygote killed outright takes its runs
-        load_seccomp(self.seccomp)
+        die_with_parent(zygote_alive)  # after the uid switch, which clears it; a zygote killed outright takes its runs
+        os.close(zygote_alive)
+        lower_priority(message.get("cpu_policy", "idle"))
+        load_seccomp(self.seccomp[level])
+        if level == "restricted":
+            load_seccomp(processes.pid_filter(os.getpid()))
+
+
+def _own_group() -> None:
+    """A process group of its own, killed whole, in the zygote's session and without its controlling terminal.
+    Not a session of its own (`setsid`): where the kernel groups each session's processes for scheduling
+    (autogroup), a new session would be weighed as much as the server's whole session, whatever the code's own
+    priority, and eight spinning runs took eight ninths of the CPU."""
+    os.setpgid(0, 0)
+    with contextlib.suppress(OSError):  # ENXIO: no controlling terminal to leave
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        try:
+            fcntl.ioctl(tty, termios.TIOCNOTTY)
+        finally:
+            os.close(tty)
 
 
 def reap_group(leader: int) -> int | None:

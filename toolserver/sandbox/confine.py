@@ -1,17 +1,20 @@
 """Confinement of one sandbox child, applied after it is forked and before model-written code runs.
 
 Two levels, highest first; the zygote's self-test finds which ones this host allows:
-- `namespaces`: everything below, plus new mount, network, IPC and UTS namespaces (a user namespace too when
+- `namespaces`: everything below, plus new mount, network, IPC, UTS and PID namespaces (a user namespace too when
   the zygote is not root): the child sees a tmpfs root holding read-only binds of the interpreter and its
-  libraries, an empty `/tmp`, and `/dev/null`, `/dev/zero`, `/dev/urandom`; no other host file, no `/proc`,
-  and a network with only a loopback that is down.
+  libraries, an empty `/tmp` (the run's disk, `disk_bytes`), and `/dev/null`, `/dev/zero`, `/dev/urandom`; no
+  other host file, no `/proc`, a network with only a loopback that is down, no IPC object but its own, and no
+  process but its own (`processes.py`).
 - `restricted`: resource limits (address space, CPU time, processes, open files, file size, no core dumps), a
   user of its own (uid `SANDBOX_UID_BASE + slot`, never the server's), no capabilities, `no_new_privs`, and a
   seccomp deny-list: no sockets, no ptrace or other processes' memory, no mounts or namespaces, no leaving the
   process group (so the wall-clock kill of the group reaches every process the code started), no kernel
-  modules, keys, BPF or perf. Where the kernel has Landlock (5.13+), file access is limited to the same
+  modules, keys, BPF or perf; at this level also no System V or POSIX message-queue IPC, and no answer about
+  another process (`processes.py`). Where the kernel has Landlock (5.13+), file access is limited to the same
   libraries (read-only) and the execution's own working directory, and signals cannot leave the sandbox;
   without it, host files are visible as to any other unprivileged user.
+At both levels the code runs below the server's priority (`lower_priority`).
 Python 3.11 has no `os.unshare` or `mount`: libc is called through ctypes.
 """
 
@@ -22,6 +25,7 @@ import errno
 import os
 import platform
 import resource
+import select
 import signal
 import sys
 import sysconfig
@@ -32,11 +36,12 @@ from pathlib import Path
 LEVELS = ("restricted", "namespaces")  # lowest first
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 ST_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC}
 DEVICES = ("null", "zero", "urandom", "random")
+ENTRY_BYTES = 4096  # what a file or directory counts against the disk quota at least (`quota.py`)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -52,7 +57,8 @@ class Limits:
     processes: int = 16
     open_files: int = 64
     file_bytes: int = 64 << 20  # any one file the code writes (stdout and stderr are files too)
-    tmp_bytes: int = 128 << 20  # the writable /tmp (namespaces level)
+    tmp_bytes: int = 128 << 20  # the writable /tmp (namespaces level), at most `disk_bytes`
+    disk_bytes: int = 128 << 20  # what a run may keep in its files (working directory and /tmp): `quota.py`
 
 
 def _check(result: int, what: str) -> None:
@@ -78,18 +84,21 @@ def enter_namespaces(root: Path, limits: Limits, as_root: bool, libraries: list[
     """New namespaces and a read-only view of `libraries` under `root` (an empty directory), then chroot. The
     writable /tmp is mounted first, so that a library living under the host's /tmp (a virtual environment made
     by `mktemp`, say) is bound inside it rather than hidden by it."""
-    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | (0 if as_root else CLONE_NEWUSER)
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS  # as root, the fork made the PID namespace
+    flags |= 0 if as_root else CLONE_NEWUSER | CLONE_NEWPID
     uid, gid = os.geteuid(), os.getegid()
     _check(_libc.unshare(flags), "unshare")
     if not as_root:  # map ourselves to root inside, the only mapping an unprivileged process may write
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
         Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+        _check(_libc.prctl(4, 1, 0, 0, 0), "dumpable")  # PR_SET_DUMPABLE: the zygote reads its /tmp's use
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks back to the host
     _mount("tmpfs", str(root), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     tmp = root / "tmp"
     tmp.mkdir()
-    _mount("tmpfs", str(tmp), "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits.tmp_bytes},mode=1777")
+    size, entries = min(limits.tmp_bytes, limits.disk_bytes), limits.disk_bytes // ENTRY_BYTES + 1  # + its root
+    _mount("tmpfs", str(tmp), "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},nr_inodes={entries},mode=1777")
     for path in libraries:
         _bind_read_only(path, root)
     (root / "dev").mkdir(exist_ok=True)
@@ -123,12 +132,30 @@ def _bind_read_only(path: str, root: Path) -> None:
 
 
 def set_limits(limits: Limits, mapped: int) -> None:
-    """`mapped`: the address space the process had before (the zygote's libraries), measured before any chroot."""
+    """`mapped`: the address space the process had before (the zygote's libraries), measured before any chroot.
+    No niceness may be taken back (`RLIMIT_NICE` 0: see `lower_priority`)."""
     for which, value in ((resource.RLIMIT_AS, mapped + limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_s),
-                         (resource.RLIMIT_NPROC, limits.processes), (resource.RLIMIT_NOFILE, limits.open_files),
-                         (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_CORE, 0)):
+                         (resource.RLIMIT_NPROC, limits.processes),
+                         (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_FSIZE, limits.file_bytes),
+                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NICE, 0)):
         resource.setrlimit(which, (value, value))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file over its limit fails the write instead of killing
+
+
+CPU_POLICIES = ("idle", "nice")
+
+
+def lower_priority(policy: str = "idle") -> None:
+    """Below every thread of the server. `nice`: niceness 19, a scheduling weight of 15 against a server thread's
+    1024 (and the heavy lane's 110); `idle`: that and `SCHED_IDLE`, so the code runs only on what the server
+    leaves, a waking server thread preempting it at once. (A cgroup CPU weight would need a delegated cgroup v2
+    subtree, which many hosts and containers lack; these need no privilege and hold everywhere.) With
+    `RLIMIT_NICE` at 0 the code cannot return to `SCHED_OTHER` or a lower niceness."""
+    if policy not in CPU_POLICIES:
+        raise ConfinementError(f"no CPU policy {policy!r}")
+    os.setpriority(os.PRIO_PROCESS, 0, 19)
+    if policy == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def mapped_bytes() -> int:
@@ -149,9 +176,11 @@ def drop_user(uid: int, as_root: bool) -> None:
         raise ConfinementError("still root after dropping the user")
 
 
-def die_with_parent() -> None:
+def die_with_parent(zygote_alive: int) -> None:
+    """`zygote_alive`: the read end of a pipe whose write end only the zygote holds: at its end the zygote is
+    gone (a PID namespace's first process cannot ask for its parent, whose pid reads as 0)."""
     _check(_libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent-death signal")  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the parent died before the line above: nothing would send it
+    if select.select([zygote_alive], [], [], 0)[0]:  # it died before the signal was set: nothing would send it
         os._exit(70)
 
 
@@ -184,15 +213,22 @@ DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getf
           "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "quotactl", "lookup_dcookie",
           "name_to_handle_at", "open_by_handle_at", "personality", "syslog", "vhangup", "iopl", "ioperm",
           "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "capset")
+# Denied at the `restricted` level, which has no IPC namespace of its own: System V IPC and POSIX message queues
+# (their objects outlive a run and are found by key or name from another session's), and `capget`, whose
+# answer about another process tells that it exists.
+IPC_DENIED = ("shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+              "semtimedop", "semctl", "ipc", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+              "mq_notify", "mq_getsetattr", "capget")
 NAMESPACE_FLAGS = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWNET | 0x20000000 | 0x02000000
 
 
-def seccomp_program() -> bytes:
-    """The deny-list compiled to BPF once (by libseccomp, in the zygote): a child only loads it (≈ 3 ms saved)."""
+def seccomp_program(extra: tuple[str, ...] = ()) -> bytes:
+    """The deny-list (and `extra`) compiled to BPF once (by libseccomp, in the zygote): a child only loads it
+    (≈ 3 ms saved)."""
     import pyseccomp as seccomp  # libseccomp through ctypes
 
     rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-    for name in DENIED:
+    for name in DENIED + extra:
         try:
             rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
         except (RuntimeError, ValueError, OSError):

@@ -47,7 +47,7 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass
 class Execution:
-    status: str  # ok, error, timeout, cpu_limit, output_too_large, crashed, confinement_failed, busy
+    status: str  # ok, error, timeout, cpu_limit, output_too_large, disk_quota, crashed, confinement_failed, busy
     stdout: str = ""
     stderr: str = ""
     error: str | None = None
@@ -91,6 +91,8 @@ class SandboxConfig:
     max_result_bytes: int = 256 << 20  # one execution's whole answer (texts and images); beyond it, killed
     worker_slots: int = 16  # stateful workers alive at once; a new one beyond that ends the least recently used
     user_namespace: bool = False  # a root zygote serves as uid `uid_base - 1`, confining as any unprivileged one
+    landlock: bool = True  # False: confine as on a kernel without Landlock (the tests of that path)
+    cpu_policy: str = "idle"  # how far below the server code runs: `confine.lower_priority`
 
 
 class Sandbox:
@@ -124,7 +126,9 @@ class Sandbox:
         if not self.started:
             return {"isolation": None, "required": self.config.min_level, "state": "starts on first use"}
         return {"isolation": self.level, "required": self.config.min_level, "levels": self.levels,
-                "live_executions": self.live, "workers": len(self.workers), "executions": dict(self.outcomes)}
+                "live_executions": self.live, "workers": len(self.workers), "executions": dict(self.outcomes),
+                "slots": self.config.slots, "worker_slots": self.config.worker_slots,
+                "cpu_policy": self.config.cpu_policy, "disk_mb": self.config.limits.disk_bytes >> 20}
 
     def start(self) -> None:
         with self._lock:
@@ -132,7 +136,7 @@ class Sandbox:
                 return
             runtime = self._runtime_dir()
             config = {"runtime_dir": str(runtime), "uid_base": self.config.uid_base, "slots": self.config.slots,
-                      "user_namespace": self.config.user_namespace,
+                      "user_namespace": self.config.user_namespace, "landlock": self.config.landlock,
                       "image_cache_bytes": self.config.image_cache_bytes, "worker_slots": self.config.worker_slots}
             self._process = subprocess.Popen([sys.executable, "-m", "toolserver.sandbox.zygote", json.dumps(config)],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
@@ -207,7 +211,8 @@ class Sandbox:
                    "limits": dataclasses.asdict(self.config.limits), "max_output_bytes": self.config.max_output_bytes,
                    "max_images": self.config.max_images, "max_pixels": self.config.max_pixels,
                    "max_result_bytes": self.config.max_result_bytes, "figure_dpi": figure_dpi,
-                   "figure_bbox": figure_bbox, "worker": worker, **(runner or {})}
+                   "figure_bbox": figure_bbox, "worker": worker, "cpu_policy": self.config.cpu_policy,
+                   **(runner or {})}
         with self._slots:
             self.live += 1
             try:

@@ -28,11 +28,15 @@ class Zygote(Protocol):
     def reset_workdir(self, slot: int) -> None: ...
 
 # Reads a host file the code should not see (world-readable, in the zygote's directory), and a file of the
-# interpreter's packages it must see (matplotlib reads its fonts when it first draws text).
+# interpreter's packages it must see (matplotlib reads its fonts when it first draws text); asks whether the
+# zygote's process exists (it must look as if it did not), and the code's niceness (19: below the server).
 PROBE_CODE = ("import os\n"
               "def readable(path):\n    try:\n        open(path, 'rb').read(1)\n        return True\n"
               "    except OSError:\n        return False\n"
-              "print(os.getuid(), readable({path!r}), readable({library!r}))")
+              "def exists(pid):\n    try:\n        os.kill(pid, 0)\n        return True\n"
+              "    except ProcessLookupError:\n        return False\n    except OSError:\n        return True\n"
+              "print(os.getuid(), readable({path!r}), readable({library!r}), exists({zygote}),"
+              " os.getpriority(os.PRIO_PROCESS, 0) == 19)")
 PROBE_TIMEOUT_S = 20
 
 
@@ -48,7 +52,7 @@ def self_test(zygote: Zygote) -> dict[str, str]:
         if result.get("status") != "ok":
             found[level] = str(result.get("error") or result.get("status"))[:300]
             continue
-        uid, sees_host, sees_libraries = result["stdout"].split()
+        uid, sees_host, sees_libraries, sees_zygote, below = result["stdout"].split()
         if sees_libraries != "True":
             found[level] = (f"the sandbox's user cannot read the interpreter's packages ({library_file()}): make "
                             "them readable by all users (a virtual environment under a private directory is not)")
@@ -56,6 +60,10 @@ def self_test(zygote: Zygote) -> dict[str, str]:
             found[level] = "the host's files were still visible"
         elif zygote.as_root and int(uid) == 0:
             found[level] = "the code still ran as root"
+        elif sees_zygote == "True":
+            found[level] = "the code could tell that the zygote's process exists"
+        elif below != "True":
+            found[level] = "the code did not run below the server's priority (niceness 19)"
         else:
             found[level] = "ok"
     return found
@@ -72,7 +80,7 @@ def probe(zygote: Zygote, level: str) -> dict[str, Any]:
     host_file = zygote.runtime / "probe.txt"
     host_file.write_text("a host file")
     host_file.chmod(0o644)
-    code = PROBE_CODE.format(path=str(host_file), library=library_file())
+    code = PROBE_CODE.format(path=str(host_file), library=library_file(), zygote=os.getpid())
     pid, read_end = zygote.fork({"level": level, "code": code, "images": []}, slot)
     deadline = time.monotonic() + PROBE_TIMEOUT_S
     data = bytearray()

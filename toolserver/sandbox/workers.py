@@ -21,6 +21,8 @@ class Worker:
     from_worker: int  # the read end of its results pipe
     busy: bool = False
     last_used: float = field(default_factory=time.monotonic)
+    level: str = "restricted"
+    disk_bytes: int = 128 << 20  # its disk quota (`quota.py`)
 
 
 class Workers:

@@ -11,6 +11,7 @@ then a `result` for each `run`. Two kinds of run:
   namespace for the next ones; it is killed at a cell's deadline (its state is lost, and the answer says so),
   on `close`, and, the least recently used idle one first, when a new worker needs its slot.
 Each child has a slot: its own uid (`uid_base + slot`) and, at the `restricted` level, its own working directory.
+Every run is watched for its disk quota (`quota.py`): one at the quota is stopped (`disk_quota`).
 """
 
 from __future__ import annotations
@@ -24,17 +25,17 @@ import selectors
 import signal
 import sys
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgpack
-from PIL import Image
 
 from toolserver.sandbox import child as child_side
+from toolserver.sandbox import quota
 from toolserver.sandbox.children import CHILD_ENV, Children, become_subreaper, reap_group
-from toolserver.sandbox.confine import landlock_abi
+from toolserver.sandbox.confine import Limits, landlock_abi
+from toolserver.sandbox.images import ImageCache
 from toolserver.sandbox.pipes import HEADER, widen_pipe
 from toolserver.sandbox.selftest import self_test
 from toolserver.sandbox.workers import Worker, Workers
@@ -55,6 +56,8 @@ class Running:
     fresh: bool = False  # the worker was started for this cell
     buffer: bytearray = field(default_factory=bytearray)
     killed: str | None = None  # why the zygote killed it
+    level: str = "restricted"
+    disk_bytes: int = Limits.disk_bytes
 
 
 class Zygote:
@@ -63,16 +66,13 @@ class Zygote:
         slots = int(config["slots"])
         self.free_slots = list(range(slots))[::-1]
         self.workers = Workers(list(range(slots, slots + int(config.get("worker_slots", 0))))[::-1])
-        self.children = Children(self.runtime, int(config["uid_base"]))
+        self.children = Children(self.runtime, int(config["uid_base"]), landlock=bool(config.get("landlock", True)))
         self.as_root, self.landlock = self.children.as_root, self.children.landlock
         self.running: dict[int, Running] = {}  # by the read end of the child's result pipe
         self.selector = selectors.DefaultSelector()
         self.inbox = bytearray()
         self.out = sys.stdout.buffer
-        # Images by key, decoded once and inherited by every child through the fork (copy-on-write): a session's
-        # image crosses the pipe once, not with every execution. Least recently used first out.
-        self.images: OrderedDict[str, Image.Image] = OrderedDict()
-        self.image_bytes, self.image_budget = 0, int(config.get("image_cache_bytes", 512 << 20))
+        self.images = ImageCache(int(config.get("image_cache_bytes", 512 << 20)))
 
     # what the self-test uses
     def fork(self, message: dict[str, Any], slot: int) -> tuple[int, int]:
@@ -95,8 +95,10 @@ class Zygote:
     def serve(self) -> None:
         os.set_blocking(0, False)
         self.selector.register(0, selectors.EVENT_READ, "requests")
+        next_watch = time.monotonic() + quota.WATCH_S
         while True:
             timeout = min((r.deadline for r in self.running.values()), default=time.monotonic() + 1)
+            timeout = min(timeout, next_watch) if self.running or len(self.workers) else timeout
             for key, _ in self.selector.select(max(0.0, min(1.0, timeout - time.monotonic()))):
                 if key.data == "requests":
                     if not self._read_requests():
@@ -109,6 +111,22 @@ class Zygote:
                 if now >= run.deadline:
                     self._kill(run, "timeout")
                     self._finish(fd)
+            if now >= next_watch:
+                self._watch_disks()
+                next_watch = now + quota.WATCH_S
+
+    def _over_quota(self, level: str, pid: int, slot: int, disk_bytes: int) -> bool:
+        shared_uid = None if self.landlock or level == "namespaces" else self.children.uid_base + slot
+        return quota.over(level, pid, self.children.workdir(slot), disk_bytes, shared_uid)
+
+    def _watch_disks(self) -> None:
+        for fd, run in list(self.running.items()):
+            if self._over_quota(run.level, run.pid, run.slot, run.disk_bytes):
+                self._kill(run, "disk_quota")
+                self._finish(fd)
+        for worker in self.workers.all():
+            if not worker.busy and self._over_quota(worker.level, worker.pid, worker.slot, worker.disk_bytes):
+                self._drop_worker(worker)  # a thread it left was writing: its session's next cell starts afresh
 
     def _kill_all(self) -> None:
         pids = [run.pid for run in self.running.values()]
@@ -146,7 +164,7 @@ class Zygote:
         if not self.free_slots:
             self._answer(message, {"status": "busy"})
             return
-        missing = self._resolve_images(message)
+        missing = self.images.resolve(message)
         if missing:
             self._answer(message, {"status": "missing_images", "missing": missing})
             return
@@ -158,6 +176,9 @@ class Zygote:
         run.started = time.monotonic()
         run.deadline = run.started + float(message["timeout_s"])
         run.max_bytes = int(message.get("max_result_bytes", 256 << 20))
+        run.level = str(message["level"]) if run.worker is None else run.worker.level
+        run.disk_bytes = int(message.get("limits", {}).get("disk_bytes", Limits.disk_bytes)) if run.worker is None \
+            else run.worker.disk_bytes
         os.set_blocking(read_end, False)
         self.running[read_end] = run
         self.selector.register(read_end, selectors.EVENT_READ, "child")
@@ -195,7 +216,7 @@ class Zygote:
         if slot is None:
             self._answer(message, {"status": "busy"})
             return
-        missing = self._resolve_images(message)
+        missing = self.images.resolve(message)
         if missing:
             self.workers.release_slot(slot)
             self._answer(message, {"status": "missing_images", "missing": missing})
@@ -203,7 +224,8 @@ class Zygote:
         pid, read_end, to_worker = self.children.fork(message, slot, worker=True)
         assert to_worker is not None
         os.set_blocking(to_worker, False)
-        worker = Worker(worker_id, pid, slot, to_worker, read_end, busy=True)
+        worker = Worker(worker_id, pid, slot, to_worker, read_end, busy=True, level=str(message["level"]),
+                        disk_bytes=int(message.get("limits", {}).get("disk_bytes", Limits.disk_bytes)))
         self.workers.add(worker)
         self._watch(message, read_end, Running(message["id"], pid, slot, 0, 0, 0, worker, fresh=True))
 
@@ -230,36 +252,6 @@ class Zygote:
         self.children.reset_workdir(worker.slot)
         self.workers.release_slot(worker.slot)
         return ended
-
-    # -- images ------------------------------------------------------------------------------------------
-    def _resolve_images(self, message: dict[str, Any]) -> list[str]:
-        """Each image spec as a PIL image (`resolved`), from its bytes or from the cache; the keys not cached."""
-        resolved, missing = [], []
-        for spec in message.get("images", []):
-            key = spec.get("key")
-            if "data" in spec:
-                image = Image.frombytes(spec["mode"], tuple(spec["size"]), spec["data"])
-                if key is not None:
-                    self._remember(key, image)
-            elif key in self.images:
-                image = self.images[key]
-                self.images.move_to_end(key)
-            else:
-                missing.append(str(key))
-                continue
-            resolved.append((spec["names"], image))
-        message["resolved"] = resolved
-        return missing
-
-    def _remember(self, key: str, image: Image.Image) -> None:
-        size = len(image.getbands()) * image.width * image.height
-        if key in self.images or size > self.image_budget:
-            return
-        self.images[key] = image
-        self.image_bytes += size
-        while self.image_bytes > self.image_budget:
-            _, old = self.images.popitem(last=False)
-            self.image_bytes -= len(old.getbands()) * old.width * old.height
 
     # -- results --------------------------------------------------------------------------------------------
     def _read_result(self, fd: int) -> None:
@@ -288,6 +280,8 @@ class Zygote:
         self.selector.unregister(fd)
         meta = {"type": "result", "id": run.request_id, "seconds": time.monotonic() - run.started}
         whole = bool(run.buffer) and child_side.frame_length(run.buffer) == len(run.buffer)
+        if not run.killed and self._over_quota(run.level, run.pid, run.slot, run.disk_bytes):
+            self._kill(run, "disk_quota")  # it reached the quota since the last look (the child waits to be killed)
         if run.worker is not None:
             meta["worker_started"] = run.fresh
             if whole and not run.killed:  # the worker lives on, with its namespace, for the next cell
@@ -300,12 +294,18 @@ class Zygote:
         os.close(fd)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(run.pid, signal.SIGKILL)  # whatever the code left running ends with its run
-        result = {**meta, **self._result(run, reap_group(run.pid))}
+        if whole and not run.killed:  # the answer first: the child's teardown is not the caller's to wait for
+            self.send({**meta, "attached": True}, attachment=run.buffer)
+            reap_group(run.pid)
+        else:
+            self.send({**meta, **self._result(run, reap_group(run.pid))})
         self.children.reset_workdir(run.slot)
         self.free_slots.append(run.slot)
-        self.send(result, attachment=run.buffer if result.get("attached") else None)
 
     def _result(self, run: Running, signal_number: int | None) -> dict[str, Any]:
+        if run.killed == "disk_quota":
+            return {"status": "disk_quota", "error": f"the run's files reached its disk quota of "
+                    f"{run.disk_bytes / 2**20:g} MiB (or one file per {quota.ENTRY_BYTES} bytes of it)"}
         if run.killed:
             return {"status": run.killed}
         if run.buffer and child_side.frame_length(run.buffer) == len(run.buffer):

@@ -72,6 +72,11 @@ class RunPython(Tool):
             limit = ctx.sandbox.config.timeout_s
             return ToolOutput.failure(f"Error: the code did not finish within {limit:g} s and was stopped.",
                                       "timeout", **meta)
+        if execution.status == "disk_quota":
+            quota_mb = ctx.sandbox.config.limits.disk_bytes / 2**20
+            return ToolOutput.failure(f"Error: the code's files (its working directory and /tmp) reached the disk "
+                                      f"quota of {quota_mb:g} MiB and it was stopped; nothing was kept.",
+                                      "disk_quota", **meta)
         if execution.status in ("cpu_limit", "output_too_large", "crashed", "confinement_failed", "busy"):
             return ToolOutput.failure(f"Error: {_KILLED[execution.status]}", execution.status, **meta)
         parts = [_stream("stdout", execution.stdout, execution.stdout_dropped),
