@@ -13,7 +13,7 @@ import time
 import httpx
 
 from bench.common import Server
-from toolserver.validation.sentences import _sentences
+from toolserver.validation.checks import clear_caches
 from toolserver.validation.specs import BATCH_PARAMS, SPECS, run_check
 
 PARAMS = {
@@ -63,7 +63,7 @@ def per_call(text: str, repeats: int) -> dict[str, float]:
             run_check(name, text, params)
         times = []
         for _ in range(repeats):
-            _sentences.cache_clear()
+            clear_caches()
             started = time.perf_counter()
             run_check(name, text, params)
             times.append(time.perf_counter() - started)
