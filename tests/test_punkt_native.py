@@ -38,7 +38,7 @@ def test_every_text_of_the_validator_tests(path: str) -> None:
 
     native = native_punkt()
     assert native is not None
-    texts = string_constants(path) + [" ".join(["The quick brown fox jumps over the lazy dog."] * 20)]
+    texts = [*string_constants(path), " ".join(["The quick brown fox jumps over the lazy dog."] * 20)]
     for text in texts:
         for variant in [text, clean_text(text), *paragraphs(clean_text(text))]:
             assert native.spans(variant) == nltk_spans(variant), variant

@@ -9,10 +9,21 @@ surrogate, a character whose lower case is not one character). Whether it agrees
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numba
 import numpy as np
 
-from toolserver.validation.punkt_chars import ASCII_SPACE, CLOSING, KNOWN, NON_WORD, PY_SPACE, SPACE, SPECIAL, CharTables
+from toolserver.validation.punkt_chars import (
+    ASCII_SPACE,
+    CLOSING,
+    KNOWN,
+    NON_WORD,
+    PY_SPACE,
+    SPACE,
+    SPECIAL,
+    CharTables,
+)
 from toolserver.validation.punkt_kernels import (
     BANG,
     HYPHEN,
@@ -21,9 +32,12 @@ from toolserver.validation.punkt_kernels import (
     SPECIAL_CHARS,
     UNKNOWN_CHARS,
     build_slots,
-    leaf,
     contains_sentbreak,
+    leaf,
 )
+
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
 # The patterns the kernels implement, as NLTK writes them; another NLTK's patterns leave splitting to NLTK.
 WORD_TOKENIZE_FMT = r"""(
@@ -99,11 +113,11 @@ def slices_from_text(codes: np.ndarray, flags: np.ndarray, lower: np.ndarray, mo
             if after < 0:
                 continue
             start = word_start(codes, flags, p, prev_start, prev_stop)
-        if prev_p >= 0 and (p == n or prev_stop <= start):
-            if contains_sentbreak(codes, flags, lower, prev_start, prev_after, toks, model):
-                out[count, 0], out[count, 1] = last_break, prev_p + 1
-                count += 1
-                last_break = next_tok_or_end(prev_next, prev_p)
+        if (prev_p >= 0 and (p == n or prev_stop <= start)
+                and contains_sentbreak(codes, flags, lower, prev_start, prev_after, toks, model)):
+            out[count, 0], out[count, 1] = last_break, prev_p + 1
+            count += 1
+            last_break = next_tok_or_end(prev_next, prev_p)
         if p < n:
             prev_p, prev_after, prev_next = p, after, next_tok
             prev_start, prev_stop = start, p
@@ -177,12 +191,12 @@ def split_spans(codes: np.ndarray, flags: np.ndarray, lower: np.ndarray, model: 
     return 0, out[:realign_boundaries(codes, flags, slices, count, out)]
 
 
-def _model(params: object) -> tuple:
+def _model(params: PunktParameters) -> tuple[Any, ...]:
     """The parameters as arrays: the vocabulary (every type the model knows) and, by vocabulary id, whether it
     is an abbreviation or a frequent sentence starter and its orthographic context; collocations as sorted
     pairs of ids."""
-    abbrevs, starters = params.abbrev_types, params.sent_starters  # type: ignore[attr-defined]
-    ortho, collocations = params.ortho_context, params.collocations  # type: ignore[attr-defined]
+    abbrevs, starters = params.abbrev_types, params.sent_starters
+    ortho, collocations = params.ortho_context, params.collocations
     words = sorted(set(ortho) | abbrevs | starters | {w for pair in collocations for w in pair} | {"##number##"})
     ids = {w: i for i, w in enumerate(words)}
     codes = [np.frombuffer(w.encode("utf-32-le"), np.uint32) for w in words]
@@ -197,8 +211,8 @@ def _model(params: object) -> tuple:
 
 
 class NativePunkt:
-    def __init__(self, tokenizer: object):
-        lang = tokenizer._lang_vars  # type: ignore[attr-defined]
+    def __init__(self, tokenizer: PunktSentenceTokenizer):
+        lang = tokenizer._lang_vars
         realignment = lang.re_boundary_realignment.pattern
         if (lang._word_tokenize_fmt != WORD_TOKENIZE_FMT or lang._period_context_fmt != PERIOD_CONTEXT_FMT
                 or lang._re_multi_char_punct != MULTI_CHAR_PUNCT or tuple(lang.sent_end_chars) != (".", "?", "!")
@@ -207,7 +221,7 @@ class NativePunkt:
             raise ValueError("this NLTK's punkt patterns are not those punkt_native implements")
         self.chars = CharTables(lang._re_non_word_chars, lang._re_word_start,
                                 realignment[:-len(REALIGNMENT_TAIL)])
-        self.model = _model(tokenizer._params)  # type: ignore[attr-defined]
+        self.model = _model(tokenizer._params)
 
     def spans(self, text: str) -> list[list[int]] | None:
         try:

@@ -46,6 +46,14 @@ def english_tokenizer() -> PunktSentenceTokenizer:
 _native: NativePunkt | None = None
 _checked = False
 _check_lock = threading.Lock()
+_wanted = True  # the `sentence_splitter` setting
+
+
+def use_native(wanted: bool) -> None:
+    """`sentence_splitter`: whether the compiled splitter may be used (`native`) or NLTK always (`nltk`)."""
+    global _wanted
+    _wanted = wanted
+    forget_sentences()
 
 
 def native_punkt() -> NativePunkt | None:
@@ -82,7 +90,7 @@ def _self_checked() -> NativePunkt | None:
 
 def split(text: str) -> list[str]:
     """NLTK's `tokenize(text)`: natively where the check passed and the text allows, else by NLTK."""
-    native = native_punkt()
+    native = native_punkt() if _wanted else None
     spans = native.spans(text) if native is not None else None
     if spans is None:
         return english_tokenizer().tokenize(text)
