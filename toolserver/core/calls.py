@@ -133,7 +133,8 @@ class ToolCalls:
         ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
                              sandbox=self.services.sandbox,
                              sr_max_output_pixels=s.sr_max_output_pixels,
-                             deadline=time.monotonic() + s.tool_timeout_s, cached_view=store.view_lookup(session))
+                             deadline=time.monotonic() + s.tool_timeout_s, cached_view=store.view_lookup(session),
+                             share=self.services.shared.image)
         output_settings = session.settings.output
         try:
             output, delivered, stored = await self.services.pool.run(

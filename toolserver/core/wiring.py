@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolserver.config import Settings
+from toolserver.core.shared_views import SharedViews
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.metrics import Metrics
@@ -30,6 +31,7 @@ class Services:
     documents: DocumentLibrary
     metrics: Metrics
     sandbox: Sandbox
+    shared: SharedViews = field(default_factory=SharedViews)  # derived images shared by all sessions
 
     @classmethod
     def build(cls, s: Settings) -> Services:
