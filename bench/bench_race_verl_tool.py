@@ -137,14 +137,11 @@ def rest_inputs(n: int, group: int, folder: Path) -> tuple[list[str], list[str]]
 def rest_run(n: int, calls: int, paths: list[str], tag: str) -> dict:
     """Ours through the REST API: the client process (started and importing before the clock) against the
     server, measured as `one_run` measures."""
-    import psutil
-
     with Toolserver() as server:
-        pids = server.pids()
-        cmdlines = {pid: " ".join(psutil.Process(pid).cmdline()) for pid in pids}
         warm = Path(server.workdir) / "warm.jpg"
         warm.write_bytes(warm_jpeg())
         _rest_client(server, [str(warm)], 1, lambda: None)
+        pids, cmdlines = server_tree(server)
         with TreeSampler(pids, cmdlines) as sampler:
             marks: dict = {}
             out = _rest_client(server, paths, calls, lambda: marks.update(cpu0=sampler.cpu()))
@@ -219,13 +216,10 @@ def request_bytes(data_url: str) -> int:
 
 def one_run(server_cls, n: int, calls: int, urls: list[str], tag: str) -> dict:
     with server_cls() as server:
-        pids = server.pids()
-        import psutil
-
-        cmdlines = {pid: " ".join(psutil.Process(pid).cmdline()) for pid in pids}
         cls, client = make_client(server.observation_url)
         warm = {"latency": [], "response_bytes": [], "ok": 0, "first": []}
         asyncio.run(_drive(cls, client, "warm" + tag, 1, 1, [warm_image()], warm))
+        pids, cmdlines = server_tree(server)
         with TreeSampler(pids, cmdlines) as sampler:
             cpu0, client0, t0 = sampler.cpu(), time.process_time(), time.perf_counter()
             cls, client = make_client(server.observation_url)
@@ -241,6 +235,20 @@ def one_run(server_cls, n: int, calls: int, urls: list[str], tag: str) -> dict:
             "server_cpu_s": sum(cpu1.values()) - sum(cpu0.values()), "client_cpu_s": client_cpu,
             "bytes_per_call": request_bytes(urls[0]) + statistics.mean(out["response_bytes"]),
             "peak_rss_mib": peak / 2**20, "ok": out["ok"], "crops": crops, "first": out["first"]}
+
+
+def server_tree(server) -> tuple[list[int], dict[int, str]]:
+    """The server's processes after its warm-up (one that ended meanwhile is not followed)."""
+    import psutil
+
+    pids, cmdlines = [], {}
+    for pid in server.pids():
+        try:
+            cmdlines[pid] = " ".join(psutil.Process(pid).cmdline())
+            pids.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return pids, cmdlines
 
 
 def warm_image() -> str:
