@@ -25,10 +25,10 @@ model view of it is exactly what verl-tool's agent loop sends), sends the same c
 4116x3080 JPEG with every call, made from the same original); with `--group`, each group's original differs
 by an 8x8 corner block, written as a JPEG with the photo's own quantisation tables.
 
-Per run: wall time, crop calls per second, crop latency p50/p99, CPU seconds of the server's whole process
-tree, CPU seconds of this client process, bytes per crop call (request + response bodies), peak summed RSS
-of the server's tree (sampled every 0.2 s). Each server's first trajectory's observations are kept and compared:
-texts and image bytes must be identical.
+Per run: wall time, the first step (until every trajectory has its first observation back, GRPO's lock-step), crop
+calls per second, crop latency p50/p99, CPU seconds of the server's whole process tree, CPU seconds of this client
+process, bytes per crop call (request + response bodies), peak summed RSS of the server's tree (sampled every 0.2
+s). Each server's first trajectory's observations are kept and compared: texts and image bytes must be identical.
 """
 
 from __future__ import annotations
@@ -149,7 +149,8 @@ def rest_run(n: int, calls: int, paths: list[str], tag: str) -> dict:
         peak = sampler.peak_rss
     lat = sorted(out["latency"])
     first = [(text, [base64.b64decode(d) for d in images]) for text, images in out["first"]]
-    return {"wall_s": out["wall_s"], "calls_per_s": len(lat) / out["wall_s"], "p50_ms": 1000 * lat[len(lat) // 2],
+    return {"wall_s": out["wall_s"], "first_step_s": max(out["first_done"]), "calls_per_s": len(lat) / out["wall_s"],
+            "p50_ms": 1000 * lat[len(lat) // 2],
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "server_cpu_s": sum(cpu1.values()) - sum(marks["cpu0"].values()), "client_cpu_s": out["client_cpu_s"],
             "bytes_per_call": (out["sent"] + out["received"]) / len(lat), "peak_rss_mib": peak / 2**20,
@@ -189,9 +190,14 @@ def warm_jpeg() -> bytes:
 async def trajectory(client, tag: str, index: int, calls: int, data_url: str, out: dict) -> None:
     from verl_tool.agent_loop.vision_utils import decode_image_url
 
+    answered = []
+
     def record(info: dict, started: float) -> None:
         if info.get("image"):
             decode_image_url(info["image"])  # what the agent loop does with each returned image
+        if not answered:  # this trajectory's first observation is back
+            out["first_done"].append(time.perf_counter() - out["t0"])
+        answered.append(1)
         out["latency"].append(time.perf_counter() - started)
         out["response_bytes"].append(info.get("response_size_mb", 0.0) * 1024 * 1024)
         out["ok"] += bool(info["valid_action"] and info["success"])
@@ -217,20 +223,21 @@ def request_bytes(data_url: str) -> int:
 def one_run(server_cls, n: int, calls: int, urls: list[str], tag: str) -> dict:
     with server_cls() as server:
         cls, client = make_client(server.observation_url)
-        warm = {"latency": [], "response_bytes": [], "ok": 0, "first": []}
+        warm = {"latency": [], "response_bytes": [], "ok": 0, "first": [], "first_done": [], "t0": 0.0}
         asyncio.run(_drive(cls, client, "warm" + tag, 1, 1, [warm_image()], warm))
         pids, cmdlines = server_tree(server)
         with TreeSampler(pids, cmdlines) as sampler:
             cpu0, client0, t0 = sampler.cpu(), time.process_time(), time.perf_counter()
             cls, client = make_client(server.observation_url)
-            out = {"latency": [], "response_bytes": [], "ok": 0, "first": []}
+            out = {"latency": [], "response_bytes": [], "ok": 0, "first": [], "first_done": [], "t0": t0}
             asyncio.run(_drive(cls, client, tag, n, calls, urls, out))
             wall = time.perf_counter() - t0
             cpu1, client_cpu = sampler.cpu(), time.process_time() - client0
         peak = sampler.peak_rss
     lat = sorted(out["latency"])
     crops = len(lat)
-    return {"wall_s": wall, "calls_per_s": crops / wall, "p50_ms": 1000 * lat[len(lat) // 2],
+    return {"wall_s": wall, "first_step_s": max(out["first_done"]), "calls_per_s": crops / wall,
+            "p50_ms": 1000 * lat[len(lat) // 2],
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "server_cpu_s": sum(cpu1.values()) - sum(cpu0.values()), "client_cpu_s": client_cpu,
             "bytes_per_call": request_bytes(urls[0]) + statistics.mean(out["response_bytes"]),
@@ -299,8 +306,8 @@ def per_request_cost(requests: int = 100) -> None:
                 print(f"{name}: {what}: server CPU {cpu_ms:.1f} ms/request, latency {latency_ms:.1f} ms", flush=True)
 
 
-METRICS = ("wall_s", "calls_per_s", "p50_ms", "p99_ms", "server_cpu_s", "client_cpu_s", "bytes_per_call",
-           "peak_rss_mib")
+METRICS = ("wall_s", "first_step_s", "calls_per_s", "p50_ms", "p99_ms", "server_cpu_s", "client_cpu_s",
+           "bytes_per_call", "peak_rss_mib")
 
 
 def main() -> None:

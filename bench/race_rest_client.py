@@ -12,7 +12,8 @@ Run by the race with this project's python, after its imports, on a "go" line (s
 
     python -m bench.race_rest_client < spec.json     # {"url", "calls", "inputs": [path per trajectory], "tag"}
 
-Prints one JSON line: the wall time and this process's CPU from "go" to the end, each act's latency, the
+Prints one JSON line: the wall time and this process's CPU from "go" to the end, when each trajectory's first
+observation was back, each act's latency, the
 bytes sent and received, how many calls succeeded, and the first trajectory's observations (text, image bytes
 as base64) for the comparison with verl-tool's.
 """
@@ -54,6 +55,8 @@ async def trajectory(client: AsyncClient, index: int, calls: int, photo: bytes, 
                       for part in message["content"] if part.get("type") == "image_url"]
             for data in images:  # what the user's processor does with each returned image
                 Image.open(io.BytesIO(data)).load()
+            if call == 0:  # this trajectory's first observation is back
+                out["first_done"].append(time.perf_counter() - out["t0"])
             out["latency"].append(time.perf_counter() - started)
             out["ok"] += all(result.ok for result in acted.results) and bool(acted.results)
             if index == 0:
@@ -78,10 +81,11 @@ def main() -> None:
     spec = json.loads(sys.stdin.readline())
     photos = {path: Path(path).read_bytes() for path in set(spec["inputs"])}
     inputs = [photos[path] for path in spec["inputs"]]
-    out: dict = {"latency": [], "sent": 0, "received": 0, "ok": 0, "first": []}
+    out: dict = {"latency": [], "sent": 0, "received": 0, "ok": 0, "first": [], "first_done": []}
     print("ready", flush=True)
     sys.stdin.readline()  # "go"
     cpu0, t0 = time.process_time(), time.perf_counter()
+    out["t0"] = t0
     asyncio.run(drive(spec["url"], spec["calls"], inputs, out))
     out.update(wall_s=time.perf_counter() - t0, client_cpu_s=time.process_time() - cpu0)
     print(json.dumps(out), flush=True)
