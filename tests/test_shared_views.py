@@ -194,29 +194,32 @@ def test_threads_wait_for_one_computation_and_share_its_failure():
         gate.wait(5)
         raise ValueError("no view for this aspect ratio")
 
-    kept = []
-    for fn, key in ((compute, "a"), (broken, "b")):
-        calls.clear()
-        gate.clear()
-        out: list = []
-        threads = [threading.Thread(target=lambda: out.append(_outcome(shared, key, fn))) for _ in range(5)]
-        for t in threads:
-            t.start()
-        time.sleep(0.1)
-        gate.set()
-        for t in threads:
-            t.join()
-        assert len(calls) == 1
-        assert len({id(o) for o in out}) == 1 if key == "a" else all(isinstance(o, ValueError) for o in out)
-        kept += out
+    images = _at_once(shared, "a", compute, gate)
+    assert len(calls) == 1 and len({id(image) for image in images}) == 1
+    gate.clear()
+    failures = _at_once(shared, "b", broken, gate)
+    assert len(calls) == 2 and all(isinstance(failure, ValueError) for failure in failures)
     assert len(shared) == 1  # the failure is not kept; the image is, while something holds it
-    del kept, out
+    del images
     gc.collect()
     assert len(shared) == 0
 
 
-def _outcome(shared: SharedViews, key: str, fn):
-    try:
-        return shared.image(key, fn)
-    except ValueError as exc:
-        return exc
+def _at_once(shared: SharedViews, key: str, fn, gate: threading.Event) -> list:
+    """Five threads ask for `key` at once; the computation finishes once they all wait."""
+    out: list = []
+
+    def ask() -> None:
+        try:
+            out.append(shared.image(key, fn))
+        except ValueError as exc:
+            out.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.1)
+    gate.set()
+    for thread in threads:
+        thread.join()
+    return out
