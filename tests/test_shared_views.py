@@ -43,7 +43,7 @@ class Counting:
 
 
 def no_sharing(core: Core) -> None:
-    core.services.shared.image = lambda key, compute: compute()  # type: ignore[method-assign]
+    core.services.shared.image = lambda key, compute, **_: compute()  # type: ignore[method-assign]
     core.services.shared.encoding = lambda image, fmt, encode: encode()  # type: ignore[method-assign]
 
 
@@ -223,3 +223,37 @@ def _at_once(shared: SharedViews, key: str, fn, gate: threading.Event) -> list:
     for thread in threads:
         thread.join()
     return out
+
+
+def test_a_call_waiting_for_another_sessions_view_gives_its_worker_back(settings, monkeypatch):
+    """Two workers; three sessions need the view of photo A, whose computation is held back; a fourth session's
+    call on photo B still runs: the calls waiting for A's view wait outside the workers."""
+    gate = threading.Event()
+    real = pixel_reasoner.jpeg_round_trip
+
+    def held_for_a(image: Image.Image) -> Image.Image:
+        if image.width > 1000:  # photo A's view (photo B is 500x400)
+            assert gate.wait(20), "photo B's call never finished"
+        return real(image)
+
+    monkeypatch.setattr(pixel_reasoner, "jpeg_round_trip", held_for_a)
+    other = encode_image(Image.open(io.BytesIO(PHOTO)).convert("RGB").resize((500, 400)), "png")
+    args = CASES[0][2]
+
+    async def run():
+        core = Core(settings.model_copy(update={"workers": 2}))
+        try:
+            made = [await core.create_session(CreateSessionRequest(profile="pixel-reasoner", images=[
+                ImageInput(data=b64(photo))])) for photo in (PHOTO, PHOTO, PHOTO, other)]
+            calls = [asyncio.ensure_future(core.call_tool(m.session_id, "crop_image", args)) for m in made]
+            b_result = await asyncio.wait_for(calls[3], 15)  # while A's view is still being computed
+            assert not gate.is_set() and b_result.ok
+            gate.set()
+            a_results = await asyncio.gather(*calls[:3])
+            assert all(r.ok for r in a_results) and len({r.images[0].data for r in a_results}) == 1
+            assert core.services.shared.computed == 2
+        finally:
+            gate.set()
+            await core.stop()
+
+    asyncio.run(run())

@@ -24,6 +24,17 @@ from concurrent.futures import Future
 from PIL import Image
 
 
+# Not an Exception: a tool's generic `except Exception` (Pixel-Reasoner's crop has one) lets it by.
+class ComputedElsewhere(BaseException):
+    """Raised in a tool's thread when the image it needs is being computed for another session and its caller
+    would rather give the worker back than wait in it (`ToolCalls` waits for `future`, then runs the call
+    again)."""
+
+    def __init__(self, future: Future[Image.Image]):
+        super().__init__("an image this call needs is being computed for another session")
+        self.future = future
+
+
 class SharedViews:
     def __init__(self) -> None:
         self._images: weakref.WeakValueDictionary[Hashable, Image.Image] = weakref.WeakValueDictionary()
@@ -38,9 +49,10 @@ class SharedViews:
     def __len__(self) -> int:
         return len(self._images)
 
-    def image(self, key: Hashable, compute: Callable[[], Image.Image]) -> Image.Image:
+    def image(self, key: Hashable, compute: Callable[[], Image.Image], *, defer: bool = False) -> Image.Image:
         """`compute()`'s image for `key`, computed once while any session holds it. A computation that fails
-        fails for every session waiting on it (the same input and rule fail the same way) and is not kept."""
+        fails for every session waiting on it (the same input and rule fail the same way) and is not kept.
+        `defer`: where another session is computing it, raise ComputedElsewhere instead of waiting."""
         with self._lock:
             found = self._images.get(key)
             if found is not None:
@@ -53,6 +65,8 @@ class SharedViews:
             else:
                 self.hits += 1
         if pending is not None:  # another session is computing it: wait for that
+            if defer:
+                raise ComputedElsewhere(pending)
             return pending.result()
         try:
             image = compute()
