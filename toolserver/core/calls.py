@@ -146,7 +146,6 @@ class ToolCalls:
         result, entries = self.delivery.build_output(session, name, output, delivered, base_url)
         return _Ran(result, entries, stored)
 
-
     async def _run_tool(self, session: SessionMap, tool: Tool, args: Any,
                         binary: bool) -> tuple[ToolContext, tuple[ToolOutput, list[Delivered], list[bytes | None]]]:
         """The tool in the work pool, then its encodings. A tool that needs an image another session is computing

@@ -75,8 +75,9 @@ class ToolContext:
     # Views this call computed, for the core to hand to the store once the call is over.
     new_views: list[tuple[ImageEntry, str, Image.Image]] = field(default_factory=list)
     # Derived images shared by every session (the server's registry, `core.shared_views`): `share(key, compute)`
-    # is compute()'s image for `key`, computed once while any session holds it.
-    share: Callable[[Hashable, Callable[[], Image.Image]], Image.Image] | None = None
+    # is compute()'s image for `key`, computed once while any session holds it; `defer=False` waits for another
+    # session's computation in this thread rather than running the call again once it is done.
+    share: Callable[..., Image.Image] | None = None
 
     @classmethod
     def of(cls, session: SessionMap, **services: Any) -> ToolContext:
@@ -108,10 +109,14 @@ class ToolContext:
         self.new_views.append((entry, rule, image))
         return image
 
-    def derived(self, key: Hashable, compute: Callable[[], Image.Image]) -> Image.Image:
+    def derived(self, key: Hashable, compute: Callable[[], Image.Image], *, rerun: bool = True) -> Image.Image:
         """`compute()`, an image that depends only on what `key` names (an input's content and a rule, a document
-        page's file and a rule): computed once for every session that asks while any of them holds it."""
-        return self.share(key, compute) if self.share is not None else compute()
+        page's file and a rule): computed once for every session that asks while any of them holds it. Where
+        another session is computing it, the call may be run again once it is made (`rerun`); a tool whose work
+        before this point costs more than waiting passes `rerun=False`."""
+        if self.share is None:
+            return compute()
+        return self.share(key, compute) if rerun else self.share(key, compute, defer=False)
 
     @property
     def keys(self) -> list[str]:

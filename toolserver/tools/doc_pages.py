@@ -94,10 +94,12 @@ class DocPageSearch(Tool):
                 tried = f" Tried: {' | '.join(str(c) for c in candidates)}" if self.arm_literal else ""
                 raise ToolFailure(f"Error: Image not found for page {page} in {filename}.{tried}", "page_missing")
             paths.append(found)
-        # The stitch depends only on the pages' files and the rule: sessions asking the same pages share it.
+        # The stitch depends only on the pages' files and the rule: sessions asking the same pages share it (and
+        # wait for one another rather than search again).
         rule = ("stitch", self.max_side, PAGE_GAP, self.max_pixels)
         image = ctx.derived((rule, *map(_page_identity, paths)), lambda: stitch(
-            [_open_page(path) for path in paths], target=self.max_side, gap=PAGE_GAP, max_pixels=self.max_pixels))
+            [_open_page(path) for path in paths], target=self.max_side, gap=PAGE_GAP, max_pixels=self.max_pixels),
+            rerun=False)
         text = (f"Concatenated page images for query '{query}' in '{filename}': pages {pages}. If the retrieved "
                 "pages don't seem relevant, you can try using a different or more specific query string to "
                 "improve the results.")
@@ -158,7 +160,10 @@ def _as_int(value: Any) -> int | None:
 def _page_identity(path: Any) -> tuple[str, int, int]:
     """A page file as a stitch depends on it: its path, modification time and size (a replaced page is another
     page)."""
-    stat = path.stat()
+    try:
+        stat = path.stat()
+    except OSError as exc:  # removed since it was found
+        raise ToolFailure(f"Error: the page image {path.name} cannot be read: {exc}", "page_unreadable") from None
     return str(path), stat.st_mtime_ns, stat.st_size
 
 
