@@ -75,8 +75,12 @@ class Toolserver(VerlToolServer):
         self._log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - open while the server runs
         self.proc = subprocess.Popen(self.command, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_healthy()
-        self._wait_started()
+        try:
+            self._wait_healthy()
+            self._wait_started()
+        except BaseException:  # not entered: nothing else would stop it
+            self.stop()
+            raise
         return self
 
     def _wait_started(self, timeout: float = 120.0) -> None:
