@@ -12,6 +12,7 @@
 # sandbox's own filter uses, is in the base image.
 # The bicubic resize kernels (toolserver.resample) are compiled once at build time into NUMBA_CACHE_DIR, which
 # the server's user can read and extend.
+# So are the validators' compiled punkt kernels (toolserver.validation.punkt_native), checked against NLTK there.
 # CLIP for document pages: FETCH_CLIP=1 bakes
 # clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
 # The image for a Ray cluster (KubeRay's RayService, deploy/k8s/ray) adds the ray extra:
@@ -42,6 +43,7 @@ RUN python -m venv /opt/toolserver \
  && if [ -n "$TORCH_INDEX" ]; then pip install --index-url "$TORCH_INDEX" "torch==$(sed -n 's/^torch==//p' constraints.txt)"; fi \
  && pip install -c constraints.txt ".[${EXTRAS}]" \
  && python -c "from toolserver import resample; assert resample.exact_here()" \
+ && python -c "from toolserver.validation import sentences; assert sentences.native_punkt()" \
  && useradd --create-home --uid 10001 toolserver \
  && mkdir -p /data /models/smfanet \
  && chown -R toolserver:toolserver /data /models /var/cache/toolserver

@@ -1,6 +1,8 @@
-"""The 19 validators: per-call time on a 2,000-word response, and /v1/validate throughput.
+"""The 19 validators: per-call time on a 2,000-word response, all 19 on a text seen for the first time, NLTK's
+punkt against the compiled splitter on that text, and /v1/validate throughput with either splitter (two
+servers, `SENTENCE_SPLITTER=native` and `nltk`, alive together, requests alternated, medians).
 
-Run: .venv/bin/python -m bench.bench_validators [--repeats 200]
+Run: .venv/bin/python -m bench.bench_validators [--repeats 200] [--requests 5]
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import statistics
 import time
 
 import httpx
+import orjson
 
 from bench.common import Server
-from toolserver.validation.sentences import _sentences
+from toolserver.validation.checks import clear_caches
+from toolserver.validation.sentences import english_tokenizer, native_punkt, split
 from toolserver.validation.specs import BATCH_PARAMS, SPECS, run_check
 
 PARAMS = {
@@ -63,7 +67,7 @@ def per_call(text: str, repeats: int) -> dict[str, float]:
             run_check(name, text, params)
         times = []
         for _ in range(repeats):
-            _sentences.cache_clear()
+            clear_caches()
             started = time.perf_counter()
             run_check(name, text, params)
             times.append(time.perf_counter() - started)
@@ -71,32 +75,76 @@ def per_call(text: str, repeats: int) -> dict[str, float]:
     return out
 
 
-def batch_throughput(text: str, items_per_request: int = 1900, requests: int = 3,
-                     distinct: bool = False) -> dict[str, float]:
-    """All 19 checks per text; `distinct` gives every item its own text (no sentence reuse at all)."""
+def all_first_sight(text: str, repeats: int) -> float:
+    """All 19 checks on one text, every cache emptied first (ms, median)."""
+    params = {name: BATCH_PARAMS[name].model_validate(PARAMS[name]) for name in SPECS}
+    times = []
+    for _ in range(repeats):
+        clear_caches()
+        started = time.perf_counter()
+        for name in SPECS:
+            run_check(name, text, params[name])
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e3
+
+
+def splitters(text: str, repeats: int) -> dict[str, float]:
+    """NLTK's punkt and the compiled splitter on the same text, alternated (ms, medians), same sentences."""
+    assert native_punkt() is not None, "the compiled splitter failed its check here"
+    assert split(text) == english_tokenizer().tokenize(text)
+    nltk, native = [], []
+    for _ in range(repeats):
+        for fn, out in ((english_tokenizer().tokenize, nltk), (split, native)):
+            started = time.perf_counter()
+            fn(text)
+            out.append(time.perf_counter() - started)
+    a, b = statistics.median(nltk) * 1e3, statistics.median(native) * 1e3
+    return {"nltk_ms": round(a, 3), "native_ms": round(b, 4), "ratio": round(a / b, 1)}
+
+
+def batch_throughput(text: str, requests: int, items_per_request: int = 1900,
+                     distinct: bool = False) -> dict[str, dict[str, float]]:
+    """All 19 checks per text (`distinct`: every item its own text), on a server per splitter; the body is
+    encoded once, so the time is the server's (and the transfer)."""
     items = [{"tool": name, "params": PARAMS[name], "text": f"{text} {i}" if distinct else f"{text} {i // 19}"}
              for i, name in enumerate(list(SPECS) * (items_per_request // 19))]
-    with Server() as server, httpx.Client(base_url=server.url, timeout=300) as client:
-        client.post("/v1/validate", json={"items": items[:19]}).raise_for_status()
-        times = []
-        for _ in range(requests):
-            started = time.perf_counter()
-            r = client.post("/v1/validate", json={"items": items})
-            times.append(time.perf_counter() - started)
-            assert all(x["ok"] for x in r.json()["results"])
-    best = min(times)
-    return {"items_per_request": len(items), "texts": len({x["text"] for x in items}), "best_s": round(best, 2),
-            "checks_per_s": round(len(items) / best)}
+    body = orjson.dumps({"items": items})
+    kinds = ("native", "nltk")
+    times: dict[str, list[float]] = {name: [] for name in kinds}
+    answers = {}
+    with Server({"TOOLSERVER_SENTENCE_SPLITTER": "native"}) as native, \
+            Server({"TOOLSERVER_SENTENCE_SPLITTER": "nltk"}) as nltk:
+        clients = {name: httpx.Client(base_url=server.url, timeout=600,
+                                      headers={"content-type": "application/json"})
+                   for name, server in (("native", native), ("nltk", nltk))}
+        for client in clients.values():  # warm-up (waits for the splitter's start-up check)
+            client.post("/v1/validate", content=orjson.dumps({"items": items[:19]})).raise_for_status()
+        for round_ in range(requests):
+            for name in kinds if round_ % 2 == 0 else kinds[::-1]:
+                started = time.perf_counter()
+                r = clients[name].post("/v1/validate", content=body)
+                times[name].append(time.perf_counter() - started)
+                answers[name] = r.json()["results"]
+                assert all(x["ok"] for x in answers[name])
+        for client in clients.values():
+            client.close()
+    assert answers["native"] == answers["nltk"], "the two splitters gave different answers"
+    return {name: {"median_s": round(statistics.median(t), 3),
+                   "checks_per_s": round(len(items) / statistics.median(t))} for name, t in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=5)
     args = parser.parse_args()
     text = response_2000_words()
     calls = per_call(text, args.repeats)
     report = {"words": len(text.split()), "per_call_ms": {k: round(v, 3) for k, v in calls.items()},
-              "batch": batch_throughput(text), "batch_distinct_texts": batch_throughput(text, distinct=True)}
+              "all_19_first_sight_ms": round(all_first_sight(text, args.repeats), 3),
+              "splitting": splitters(text, max(20, args.repeats // 4)),
+              "batch": batch_throughput(text, args.requests),
+              "batch_distinct_texts": batch_throughput(text, args.requests, distinct=True)}
     print(json.dumps(report, indent=1))
 
 

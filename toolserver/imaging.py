@@ -44,6 +44,7 @@ class DecodedImage:
     pixels: Image.Image  # RGB, orientation applied
     source_bytes: bytes | None  # None: a video frame kept as pixels only (the in-memory store)
     source_format: str  # Pillow's format name, e.g. "JPEG"
+    content: str | None = None  # the bytes' digest and the alpha rule (`SharedDecodes`): what the pixels are
 
     @property
     def mime(self) -> str:

@@ -71,6 +71,7 @@ class ImageEntry:
         "alias_of",
         "blob_format",
         "blob_key",
+        "content",
         "delivered",
         "encoded",
         "index",
@@ -87,7 +88,7 @@ class ImageEntry:
                  pixels: Image.Image | None = None, view_size: tuple[int, int] | None,
                  view_error: str | None = None, source_bytes: bytes | None = None, source_mime: str | None = None,
                  alias_of: str | None = None, load_pixels: Callable[[], Image.Image] | None = None,
-                 load_source: Callable[[], bytes] | None = None):
+                 load_source: Callable[[], bytes] | None = None, content: str | None = None):
         if pixels is None and load_pixels is None:
             raise ValueError("an image entry needs its pixels or a way to load them")
         self.key = key
@@ -98,6 +99,7 @@ class ImageEntry:
         self.view_error = view_error
         self.source_mime = source_mime
         self.alias_of = alias_of  # lookback returns an earlier image: same pixels, new key
+        self.content = content  # an input's digest and alpha rule: inputs alike share what is derived from them
         self.encoded: dict[str, bytes] = {}  # output encodings, by format (in-memory store)
         # The system's own encoding this image was delivered in (Pixel-Reasoner's JPEG): (format, bytes). Not a
         # cache: encoding the pixels again would not give these bytes, and a replayed call must.

@@ -3,10 +3,13 @@ work pool under a deadline, delivered, and written to the session's call log."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -16,8 +19,9 @@ from PIL import Image
 from pydantic import BaseModel, ValidationError
 
 from toolserver.arguments import read_arguments
-from toolserver.core.delivery import Delivery
+from toolserver.core.delivery import Delivered, Delivery
 from toolserver.core.results import failure, format_validation_error
+from toolserver.core.shared_views import ComputedElsewhere
 from toolserver.core.wiring import Services
 from toolserver.errors import Conflict, SessionGone, TooLarge, ToolFailure
 from toolserver.imaging import decode_image
@@ -25,10 +29,11 @@ from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, Sessio
 from toolserver.messages import tool_messages
 from toolserver.models import OpenAIToolCall, ToolCallsResponse, ToolResult
 from toolserver.profiles import get_profile
-from toolserver.tools.base import Tool, ToolContext
+from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 MAX_RECORD_CHARS = 64_000  # one call record; longer arguments are kept as the start of their JSON
 MAX_RECORD_TEXT = 20_000
+WAITS_FOR_SHARED = 2  # times a call gives its worker back to wait for an image another session is computing
 
 
 @dataclass(frozen=True)
@@ -131,16 +136,8 @@ class ToolCalls:
         if isinstance(args, ToolResult):
             return _Ran(args)
         log = (await store.call_log(session))[0] if profile.reads_call_log else []
-        ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
-                             sandbox=self.services.sandbox, calls=tuple(log),
-                             sr_max_output_pixels=s.sr_max_output_pixels,
-                             deadline=time.monotonic() + s.tool_timeout_s, cached_view=store.view_lookup(session))
-        output_settings = session.settings.output
         try:
-            output, delivered, stored = await self.services.pool.run(
-                self.delivery.run_and_encode, tool, ctx, args, output_settings.format, output_settings.delivery,
-                store.stores_encoded, binary, timeout=s.tool_timeout_s, lane=tool.lane,
-            )
+            ctx, (output, delivered, stored) = await self._run_tool(session, tool, args, binary, tuple(log))
         except TimeoutError:
             return _Ran(failure(name, f"Error: {name} did not finish within {s.tool_timeout_s:g} s.", "timeout"))
         if ctx.new_views:
@@ -149,6 +146,36 @@ class ToolCalls:
                 drop_originals(ctx.new_views, str(profile.alpha))
         result, entries = self.delivery.build_output(session, name, output, delivered, base_url)
         return _Ran(result, entries, stored)
+
+    async def _run_tool(self, session: SessionMap, tool: Tool, args: Any, binary: bool,
+                        log: tuple[str, ...] = ()) -> tuple[ToolContext, tuple[ToolOutput, list[Delivered],
+                                                                              list[bytes | None]]]:
+        """The tool in the work pool, then its encodings. A tool that needs an image another session is computing
+        (`SharedViews`) gives its worker back and runs again once that image is made, rather than holding a
+        worker while it waits (a GRPO step's first calls would otherwise queue behind one view at a time); its
+        last attempt waits in its worker. Tools are pure functions of their context, so running one again is
+        safe. Raises TimeoutError past the tool timeout."""
+        s, store, shared = self.settings, self.services.store, self.services.shared
+        deadline = time.monotonic() + s.tool_timeout_s
+        output_settings = session.settings.output
+        awaited: list[Future[Image.Image]] = []  # holds what was awaited (its image) until the call has run
+        for attempt in range(WAITS_FOR_SHARED + 1):
+            ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
+                                 sandbox=self.services.sandbox, sr_max_output_pixels=s.sr_max_output_pixels,
+                                 deadline=deadline, cached_view=store.view_lookup(session), calls=log,
+                                 share=partial(shared.image, defer=attempt < WAITS_FOR_SHARED))
+            try:
+                return ctx, await self.services.pool.run(
+                    self.delivery.run_and_encode, tool, ctx, args, output_settings.format, output_settings.delivery,
+                    store.stores_encoded, binary, timeout=max(0.0, deadline - time.monotonic()), lane=tool.lane)
+            except ComputedElsewhere as elsewhere:
+                awaited.append(elsewhere.future)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(elsewhere.future)),
+                                           max(0.0, deadline - time.monotonic()))
+                if time.monotonic() >= deadline:
+                    raise TimeoutError from None
+        raise AssertionError("unreachable")
 
 
 def drop_originals(views: Sequence[tuple[ImageEntry, str, Image.Image]], alpha: str) -> None:

@@ -52,12 +52,13 @@ class Delivery:
         self._output_lock = threading.Lock()
 
     def encode(self, img: Image.Image | ImageEntry, fmt: str) -> bytes:
-        """Encode for output (in a worker thread: an entry's pixels may first have to be loaded)."""
+        """Encode for output (in a worker thread: an entry's pixels may first have to be loaded). A derived image
+        shared by several sessions (a view returned as it is, a document stitch) is encoded once for them all."""
         s = self.settings
-        if isinstance(img, ImageEntry):
-            img = img.pixels
-        return encode_image(img, fmt, png_level=s.png_compress_level, jpeg_quality=s.jpeg_quality,
-                            webp_quality=s.webp_quality, png_encoder=s.png_encoder)
+        pixels = img.pixels if isinstance(img, ImageEntry) else img
+        return self.services.shared.encoding(pixels, fmt, partial(
+            encode_image, pixels, fmt, png_level=s.png_compress_level, jpeg_quality=s.jpeg_quality,
+            webp_quality=s.webp_quality, png_encoder=s.png_encoder))
 
     def run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str, delivery: str,
                        store_png: bool, binary: bool = False) -> tuple[ToolOutput, list[Delivered], list[bytes | None]]:

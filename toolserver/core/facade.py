@@ -49,6 +49,7 @@ from toolserver.models import (
 )
 from toolserver.plugins import load_plugins
 from toolserver.profiles import get_profile
+from toolserver.validation import sentences
 from toolserver.validation.batch import validate_items
 
 log = logging.getLogger("toolserver")
@@ -87,6 +88,10 @@ class Core:
         # The resize kernels load (or compile, once per machine) and check themselves against Pillow (≈ 1 s):
         # before the first crop, not during it.
         threading.Thread(target=resample.exact_here, name="toolserver-resample-check", daemon=True).start()
+        # The same for the validators' compiled sentence splitter, checked against NLTK's punkt (≈ 1 s).
+        sentences.use_native(self.settings.sentence_splitter == "native")
+        if self.settings.sentence_splitter == "native":
+            threading.Thread(target=sentences.native_punkt, name="toolserver-punkt-check", daemon=True).start()
         if self.settings.sandbox_start == "startup":  # the self-test, so that /readyz says what isolation holds
             threading.Thread(target=self._start_sandbox, name="toolserver-sandbox-start", daemon=True).start()
 

@@ -163,7 +163,8 @@ class Intake:
                                  code="not_a_view")
             entries.append(ImageEntry(key=key, index=-1, origin="input", pixels=image.pixels, view_size=view,
                                       view_error=view_error, source_bytes=image.source_bytes,
-                                      source_mime=image.mime if image.source_bytes is not None else None))
+                                      source_mime=image.mime if image.source_bytes is not None else None,
+                                      content=image.content))
         # A trainer keeping ARM-Thinker's imgs_map may upload `observation_N` itself: the counter continues
         # after the highest N present, so the next tool image is observation_{N+1} (never a duplicate key).
         highest = max((observation_number(key) or 0 for key in keys), default=0)

@@ -32,15 +32,17 @@ class SharedDecodes:
     async def decode(self, data: bytes, alpha: str, decode: Callable[[], Awaitable[DecodedImage]]) -> DecodedImage:
         """`decode()`'s result for these bytes, computed once while any session holds it."""
         key = (hashlib.sha256(data).digest(), alpha)
+        content = f"{key[0].hex()}:{alpha}"
         pixels = self._pixels.get(key)
         if pixels is not None:
             self.hits += 1
-            return DecodedImage(pixels=pixels, source_bytes=data, source_format=self._formats[key])
+            return DecodedImage(pixels=pixels, source_bytes=data, source_format=self._formats[key], content=content)
         pending = self._pending.get(key)
         if pending is not None:  # the same bytes are being decoded for another session: wait for that
             self.hits += 1
             shared = await asyncio.shield(pending)
-            return DecodedImage(pixels=shared.pixels, source_bytes=data, source_format=shared.source_format)
+            return DecodedImage(pixels=shared.pixels, source_bytes=data, source_format=shared.source_format,
+                                content=content)
         future: asyncio.Future[DecodedImage] = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
@@ -51,6 +53,8 @@ class SharedDecodes:
             raise
         finally:
             del self._pending[key]
+        decoded = DecodedImage(pixels=decoded.pixels, source_bytes=decoded.source_bytes,
+                               source_format=decoded.source_format, content=content)
         self._pixels[key] = decoded.pixels
         self._formats[key] = decoded.source_format
         weakref.finalize(decoded.pixels, self._formats.pop, key, None)

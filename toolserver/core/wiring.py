@@ -14,10 +14,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolserver.batching import BatchRule, LocalTransport, Model, Transport
 from toolserver.config import Settings
+from toolserver.core.shared_views import SharedViews
 from toolserver.documents.encoder_service import EncoderFront, EncoderModel
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
@@ -43,6 +44,7 @@ class Services:
     documents: DocumentLibrary
     metrics: Metrics
     sandbox: Sandbox
+    shared: SharedViews = field(default_factory=SharedViews)  # derived images shared by all sessions
 
     @classmethod
     def build(cls, s: Settings, transports: dict[str, Transport] | None = None) -> Services:

@@ -172,7 +172,7 @@ class RedisStore(SessionStore):
         blob = rec["b"]
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
-                           source_mime=rec["m"], alias_of=rec["a"],
+                           source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
                            load_pixels=lambda: self.cache.get((session_id, blob),
                                                               lambda: self._decode(session_id, blob)),
                            load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
@@ -247,7 +247,7 @@ class RedisStore(SessionStore):
                 pairs += [f"{entry.blob_key}.{entry.delivered[0]}", entry.delivered[1]]
                 nbytes += len(entry.delivered[1])
             records.append(json.dumps({
-                "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1],
+                "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1], "c": entry.content,
                 "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
                 "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
             }))

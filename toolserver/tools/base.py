@@ -9,7 +9,7 @@ out changes nothing.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -90,6 +90,10 @@ class ToolContext:
     # Views this call computed, for the core to hand to the store once the call is over.
     new_views: list[tuple[ImageEntry, str, Image.Image]] = field(default_factory=list)
     tool_calls: int = 0  # calls this session's tools have run so far (Mini-o3 numbers its turns by them)
+    # Derived images shared by every session (the server's registry, `core.shared_views`): `share(key, compute)`
+    # is compute()'s image for `key`, computed once while any session holds it; `defer=False` waits for another
+    # session's computation in this thread rather than running the call again once it is done.
+    share: Callable[..., Image.Image] | None = None
 
     @classmethod
     def of(cls, session: SessionMap, **services: Any) -> ToolContext:
@@ -106,7 +110,8 @@ class ToolContext:
         """`compute(entry.pixels)` (the image as a seed system's model sees it), once per image and `rule`.
 
         `rule` names the computation and all its parameters: two rules with one name must give the same
-        pixels. Views are immutable like every image; a tool crops or copies them, never draws on them.
+        pixels. Views are immutable like every image; a tool crops or copies them, never draws on them. The view
+        of an input is shared by every session whose input has the same content (`ImageEntry.content`).
         """
         cached = self.cached_view(entry, rule) if self.cached_view is not None else None
         if cached is not None:
@@ -114,9 +119,21 @@ class ToolContext:
         for seen, seen_rule, image in self.new_views:  # asked twice within one call
             if seen is entry and seen_rule == rule:
                 return image
-        image = compute(entry.pixels)
+        if entry.content is not None:
+            image = self.derived(("view", entry.content, rule), lambda: compute(entry.pixels))
+        else:
+            image = compute(entry.pixels)
         self.new_views.append((entry, rule, image))
         return image
+
+    def derived(self, key: Hashable, compute: Callable[[], Image.Image], *, rerun: bool = True) -> Image.Image:
+        """`compute()`, an image that depends only on what `key` names (an input's content and a rule, a document
+        page's file and a rule): computed once for every session that asks while any of them holds it. Where
+        another session is computing it, the call may be run again once it is made (`rerun`); a tool whose work
+        before this point costs more than waiting passes `rerun=False`."""
+        if self.share is None:
+            return compute()
+        return self.share(key, compute) if rerun else self.share(key, compute, defer=False)
 
     @property
     def keys(self) -> list[str]:

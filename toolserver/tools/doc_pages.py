@@ -94,8 +94,12 @@ class DocPageSearch(Tool):
                 tried = f" Tried: {' | '.join(str(c) for c in candidates)}" if self.arm_literal else ""
                 raise ToolFailure(f"Error: Image not found for page {page} in {filename}.{tried}", "page_missing")
             paths.append(found)
-        images = [_open_page(path) for path in paths]
-        image = stitch(images, target=self.max_side, gap=PAGE_GAP, max_pixels=self.max_pixels)
+        # The stitch depends only on the pages' files and the rule: sessions asking the same pages share it (and
+        # wait for one another rather than search again).
+        rule = ("stitch", self.max_side, PAGE_GAP, self.max_pixels)
+        image = ctx.derived((rule, *map(_page_identity, paths)), lambda: stitch(
+            [_open_page(path) for path in paths], target=self.max_side, gap=PAGE_GAP, max_pixels=self.max_pixels),
+            rerun=False)
         text = (f"Concatenated page images for query '{query}' in '{filename}': pages {pages}. If the retrieved "
                 "pages don't seem relevant, you can try using a different or more specific query string to "
                 "improve the results.")
@@ -126,7 +130,8 @@ class DocPageByIndex(Tool):
         found = next((p for p in library.page_candidates(filename, index) if p.is_file()), None)
         if found is None:
             raise ToolFailure(self._not_found(library, filename, index), "page_not_found")
-        image = shrink_to_long_side(_open_page(found), self.max_side)
+        image = ctx.derived((("page", self.max_side), _page_identity(found)),
+                            lambda: shrink_to_long_side(_open_page(found), self.max_side))
         return ToolOutput(text=f"Here is page image #{index} for document '{filename}'.", images=[image],
                           meta={"filename": filename, "page": index})
 
@@ -150,6 +155,16 @@ def _as_int(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
         return int(value)
     return None
+
+
+def _page_identity(path: Any) -> tuple[str, int, int]:
+    """A page file as a stitch depends on it: its path, modification time and size (a replaced page is another
+    page)."""
+    try:
+        stat = path.stat()
+    except OSError as exc:  # removed since it was found
+        raise ToolFailure(f"Error: the page image {path.name} cannot be read: {exc}", "page_unreadable") from None
+    return str(path), stat.st_mtime_ns, stat.st_size
 
 
 def _open_page(path: Any):

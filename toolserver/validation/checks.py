@@ -21,26 +21,35 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
-from toolserver.validation.sentences import sent_tokenize
+from toolserver.validation.sentences import forget_sentences, sent_tokenize
 
 PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-LEADING_DOTS = re.compile(r"^[.…]+")
-TRAILING_DOTS = re.compile(r"[.…]+$")
 STANDALONE_NUMBER = re.compile(r"\b\d+\b")
-PERCENT_DECIMAL = re.compile(r"(\d+\.\d+)%")
-DECIMAL = re.compile(r"(\d+\.\d+)")
+# ARM-Thinker finds decimals with `(\d+\.\d+)%` and `(\d+\.\d+)` and counts the digits after the point. These
+# find the same decimal points from the point itself (a literal first: the engine skips ahead to each "."); a
+# point whose digit before it ended the previous decimal is not one (`decimal_places`).
+FRACTION_BEFORE_PERCENT = re.compile(r"\.(?<=\d\.)(\d+)%")
+FRACTION = re.compile(r"\.(?<=\d\.)(\d+)")
 
 
 # -- text helpers ------------------------------------------------------------------------------
+@lru_cache(maxsize=64)  # most checks clean the text first: the checks of one text clean it once
 def clean_text(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines()).strip()
 
 
+def clear_caches() -> None:
+    """Forget every text seen (benchmarks measure a text's first sight)."""
+    clean_text.cache_clear()
+    forget_sentences()
+
+
 def normalize(text: str) -> str:
-    text = text.strip().lower()
-    text = TRAILING_DOTS.sub("", LEADING_DOTS.sub("", text))
-    return text.strip()
+    """ARM-Thinker's `strip().lower()`, then `^[.…]+` and `[.…]+$` removed, then `strip()`. Once stripped the
+    text cannot end in a line break (where `$` would also match), so removing the runs is `lstrip`/`rstrip`."""
+    return text.strip().lower().lstrip(".…").rstrip(".…").strip()
 
 
 def paragraphs(text: str) -> list[str]:
@@ -49,9 +58,47 @@ def paragraphs(text: str) -> list[str]:
 
 def keyword_count(text: str, keyword: str) -> int:
     """Case-insensitive count; whole words, except `#tags`, which match anywhere (even inside a longer tag)."""
+    if keyword and text.isascii() and keyword.isascii():
+        return _ascii_keyword_count(text.lower(), keyword.lower())
     escaped = re.escape(keyword)
     pattern = escaped if keyword.startswith("#") else rf"\b{escaped}\b"
     return len(re.findall(pattern, text, re.IGNORECASE))
+
+
+def _ascii_keyword_count(text: str, keyword: str) -> int:
+    """`keyword_count` where both are ASCII and lower-cased: there, ignoring case is comparing lower cases and
+    a word character is `isalnum()` or `_`, so the regular expression's count is the literal's, non-overlapping
+    from the left (`str.count` for a tag), each occurrence counted where `\\b` holds at both of its ends."""
+    if keyword.startswith("#"):
+        return text.count(keyword)
+    width, count = len(keyword), 0
+    starts_word, ends_word = _is_word(keyword[0]), _is_word(keyword[-1])
+    at = text.find(keyword)
+    while at >= 0:
+        end = at + width
+        if ((at > 0 and _is_word(text[at - 1])) != starts_word
+                and (end < len(text) and _is_word(text[end])) != ends_word):
+            count += 1
+            at = text.find(keyword, end)
+        else:
+            at = text.find(keyword, at + 1)
+    return count
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def decimal_places(text: str, *, percent: bool = False) -> list[int]:
+    """The digits after the point of each match of `(\\d+\\.\\d+)` (or `(\\d+\\.\\d+)%`) in `text`, in order.
+    Such a match starts at its integer part's first digit not inside the previous match, so a point counts
+    when the digit before it lies after the previous match; its fraction is every digit after it."""
+    found, previous_end = [], 0
+    for match in (FRACTION_BEFORE_PERCENT if percent else FRACTION).finditer(text):
+        if match.start() > previous_end:
+            found.append(len(match.group(1)))
+            previous_end = match.end()
+    return found
 
 
 def is_poetry(paragraph: str) -> bool:
@@ -161,12 +208,12 @@ def total_keywords_mentioned_in_range(response: str, keywords: Sequence[str], lo
 
 def percentage_precision(response: str, precision: int) -> bool:
     """Only decimals written directly before "%" are checked ("50%" and "12.50 %" are not)."""
-    return all(len(m.split(".")[1]) == precision for m in PERCENT_DECIMAL.findall(clean_text(response)))
+    return all(places == precision for places in decimal_places(clean_text(response), percent=True))
 
 
 def number_precision(response: str, precision: int) -> bool:
     """Only decimals are checked; integers are ignored whatever `precision` says."""
-    return all(len(m.split(".")[1]) == precision for m in DECIMAL.findall(clean_text(response)))
+    return all(places == precision for places in decimal_places(clean_text(response)))
 
 
 def no_arabic_number(response: str) -> bool:
