@@ -81,6 +81,7 @@ class RayTestCluster:
         self.env = env
         self.cluster: Any = None
         self.stopped = False
+        self._saved: dict[str, str | None] = {}
         self.session_dir = ""
         self.url = ""
 
@@ -88,7 +89,10 @@ class RayTestCluster:
         import ray
         from ray.cluster_utils import Cluster
 
-        os.environ.update(self.env)  # inherited by the nodes, hence by every replica
+        # Inherited by the nodes, hence by every replica; given back at `stop`, so that the tests after these do
+        # not read the cluster's settings.
+        self._saved = {name: os.environ.get(name) for name in [*self.env, "RAY_USAGE_STATS_ENABLED"]}
+        os.environ.update(self.env)
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self.cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "resources": {"toolserver": 1}, "include_dashboard": False})
@@ -153,6 +157,11 @@ class RayTestCluster:
             ray.shutdown()
             if self.cluster is not None:
                 self.cluster.shutdown()
+        for name, value in self._saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         deadline = time.monotonic() + timeout_s
         while (left := _alive(processes)) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -41,7 +41,9 @@ def servers(tmp_path_factory, shared_redis):
         uvicorn = start_server({**env, "TOOLSERVER_SESSION_STORE": "redis", "TOOLSERVER_REDIS_PREFIX": "uv"},
                                timeout=60)
         try:
-            with ray_cluster({**env, "TOOLSERVER_REDIS_PREFIX": "ray"}) as cluster:
+            # A batch of SMFANet calls waits 100 ms for company: on a loaded 2-core machine the 16 concurrent calls
+            # below may otherwise reach the deployment one by one, each answered before the next arrives.
+            with ray_cluster({**env, "TOOLSERVER_REDIS_PREFIX": "ray", "TOOLSERVER_SR_BATCH_WAIT_MS": "100"}) as cluster:
                 from tests.conftest import free_port
 
                 url = cluster.deploy(fitted_config(free_port()), timeout_s=240)

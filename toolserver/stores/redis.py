@@ -57,6 +57,7 @@ from toolserver.stores.redis_parts import (
     RemoteTexts,
     as_bytes,
     pairs,
+    pixels_key,
     scan_sessions,
 )
 
@@ -173,7 +174,7 @@ class RedisStore(SessionStore):
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
-                           load_pixels=lambda: self.cache.get((session_id, blob),
+                           load_pixels=lambda: self.cache.get(pixels_key(session_id, blob, rec.get("c")),
                                                               lambda: self._decode(session_id, blob)),
                            load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
         entry.blob_key = blob
@@ -257,7 +258,7 @@ class RedisStore(SessionStore):
         for entry in entries:
             session.append_image(entry)
             if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
-                self.cache.put((session.id, entry.key), entry.pixels)
+                self.cache.put(pixels_key(session.id, entry.key, entry.content), entry.pixels)
         session.observations += observations
         session.nbytes = held
 

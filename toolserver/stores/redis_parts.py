@@ -142,6 +142,13 @@ end
 return 1
 """
 
+def pixels_key(session_id: str, blob: str, content: str | None) -> tuple[str, str]:
+    """The decoded-cache key of an image's pixels: an input with a content digest (its bytes and alpha rule) under
+    that digest, so every session of this replica that uploaded the same bytes shares one decode and one copy (a
+    GRPO group's rollouts reach any replica); anything else under its session and blob."""
+    return (f"content:{content}", "") if content else (session_id, blob)
+
+
 class DecodedCache:
     """Decoded images of this replica, least recently used dropped first, bounded by pixel bytes.
 
