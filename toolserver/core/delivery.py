@@ -75,8 +75,9 @@ class Delivery:
             if shown is not None:  # the copy the model is shown: its bytes are what is delivered, and recorded
                 output.encoded[len(output.encoded):offset + 1] = [None] * (offset + 1 - len(output.encoded))
                 output.encoded[offset] = (self.encode(shown, fmt), OUTPUT_FORMATS[fmt])
-            if entry is None and (store_png or output.encoded_form(offset) is None or not output.encoded_is_pixels):
-                img.load()  # pixels the session will hold (a lazily decoded result is held as its bytes instead)
+            own_bytes = output.encoded_form(offset) is not None and output.encoded_is_pixels and shown is None
+            if entry is None and not own_bytes:
+                img.load()  # pixels the session will hold (a result defined by its bytes is held, and stored, as them)
             data, mime = None, OUTPUT_FORMATS[fmt]
             if delivery != "ref":
                 encoded = output.encoded_form(offset)
@@ -95,8 +96,7 @@ class Delivery:
             if store_png and entry is None:  # new pixels, kept losslessly (reused images are stored already)
                 # Bytes already made that decode to exactly these pixels are kept as they are: a PNG delivered, or
                 # the system's own encoding of the result (Pixel-Reasoner's JPEG, whose decoding *is* the result).
-                exact = output.encoded_form(offset) is not None or mime == "image/png"
-                same = data is not None and exact and shown is None and output.encoded_is_pixels
+                same = data is not None and (own_bytes or (output.encoded_form(offset) is None and mime == "image/png"))
                 stored.append(data if same else self.encode(img, "png"))
             else:
                 stored.append(None)
