@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 import ray
@@ -26,22 +27,54 @@ log = logging.getLogger("toolserver.ray")
 
 
 class RayTransport:
-    """A model deployment reached through its handle, from the ingress' tool threads (never its event loop)."""
+    """A model deployment reached through its handle, from the ingress' tool threads (never its event loop).
 
-    def __init__(self, handle: DeploymentHandle, name: str, describe_timeout_s: float = 60.0):
+    The calls are awaited on the replica's event loop, the thread only waiting for their outcome: a blocking
+    `DeploymentResponse.result()` (a `ray.get`) in the tool threads held the GIL for seconds at a time while
+    sixteen calls waited on the model (measured with py-spy), stalling the event loop and with it the renewal of
+    the calls' session locks, which then lapsed.
+    """
+
+    def __init__(self, handle: DeploymentHandle, name: str, loop: asyncio.AbstractEventLoop,
+                 describe_timeout_s: float = 60.0):
         self.handle = handle
         self.where = f"ray serve deployment {name!r}"
+        self.loop = loop
         self.describe_timeout_s = describe_timeout_s
 
+    def _wait(self, calls: Coroutine[Any, Any, Any], timeout_s: float | None) -> Any:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            calls.close()
+            raise RuntimeError("a model deployment's call was made from the event loop that must await it")
+        return asyncio.run_coroutine_threadsafe(asyncio.wait_for(calls, timeout_s), self.loop).result()
+
     def call_many(self, requests: list[Any], timeout_s: float | None = None) -> list[Any]:
-        responses = [self.handle.call.remote(request) for request in requests]  # all sent before any is awaited
-        return [response.result(timeout_s=timeout_s) for response in responses]
+        async def calls() -> list[Any]:
+            responses = [self.handle.call.remote(request) for request in requests]  # all sent before any awaited
+            try:
+                return list(await asyncio.gather(*responses))
+            except BaseException:
+                for response in responses:
+                    response.cancel()
+                raise
+
+        return list(self._wait(calls(), timeout_s))
 
     def describe(self) -> dict[str, Any]:
-        return dict(self.handle.describe.remote().result(timeout_s=self.describe_timeout_s))
+        async def ask() -> dict[str, Any]:
+            return dict(await self.handle.describe.remote())
+
+        return dict(self._wait(ask(), self.describe_timeout_s))
 
     def warm(self) -> None:
-        self.handle.warm.remote().result()
+        async def warm() -> None:
+            await self.handle.warm.remote()
+
+        self._wait(warm(), None)
 
     def close(self) -> None:
         """The model's deployment outlives this replica: nothing to close here."""
@@ -90,8 +123,9 @@ class Ingress:
         settings = Settings()
         refuse_process_state(settings, max_replicas())
         self.replica = serve.get_replica_context().replica_tag
+        loop = asyncio.get_running_loop()
         given = {"smfanet": smfanet, "clip": clip, "text": text}
-        transports: dict[str, Transport] = {name: RayTransport(handle, name) for name, handle in given.items()
+        transports: dict[str, Transport] = {name: RayTransport(handle, name, loop) for name, handle in given.items()
                                             if handle is not None}
         for name, model in build_models(settings, tuple(n for n, h in given.items() if h is None)).items():
             transports[name] = LocalTransport(model, batch_rule(settings, name))
