@@ -25,6 +25,10 @@ model view of it is exactly what verl-tool's agent loop sends), sends the same c
 4116x3080 JPEG with every call, made from the same original); with `--group`, each group's original differs
 by an 8x8 corner block, written as a JPEG with the photo's own quantisation tables.
 
+`--serve [haproxy|proxy]`: also ours as a Ray Serve application on a two-node cluster on this machine (two ingress
+replicas, sessions in Redis; bench/ray_cluster.py), behind Serve's HAProxy ingress (the default, as the README
+advises) or its Python proxy; its CPU and memory are the whole cluster's.
+
 Per run: wall time, the first step (until every trajectory has its first observation back, GRPO's lock-step), crop
 calls per second, crop latency p50/p99, CPU seconds of the server's whole process tree, CPU seconds of this client
 process, bytes per crop call (request + response bodies), peak summed RSS of the server's tree (sampled every 0.2
@@ -283,8 +287,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     parser.add_argument("--per-request", action="store_true", help="only each server's CPU per request, "
                         "one request at a time")
-    parser.add_argument("--serve", action="store_true", help="also race toolserver on Ray Serve (two nodes on this "
-                        "machine) beside uvicorn's")
+    parser.add_argument("--serve", nargs="?", const="haproxy", choices=["haproxy", "proxy"], help="also race "
+                        "toolserver on Ray Serve (two nodes on this machine) beside uvicorn's, behind Serve's HAProxy "
+                        "ingress (the default, RAY_SERVE_ENABLE_HA_PROXY=1) or its Python proxy")
     args = parser.parse_args()
     activate_shim_in_this_process()
     if args.per_request:
@@ -292,6 +297,7 @@ def main() -> None:
         return
     servers = {"theirs": VerlToolServer, "ours": Toolserver}
     if args.serve:
+        ToolserverOnServe.ingress = args.serve
         servers["serve"] = ToolserverOnServe
     runs: dict[tuple[int, str], list[dict]] = {}
     for n in args.sizes:

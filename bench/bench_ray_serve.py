@@ -4,7 +4,8 @@ one server alive at a time, the same Redis behind both.
     .venv/bin/python -m bench.bench_ray_serve [--only overhead sr affinity] [--json out.json]
 
 - overhead: the latency Serve adds per call, one call at a time: a trivial route (`GET /healthz`) and a 1.3 MB
-  body (`POST /v1/validate`, one cheap check on a 1.3 MB text), p50 and p99 of each.
+  body (`POST /v1/validate`, one cheap check on a 1.3 MB text), p50 and p99 of each; through Serve's Python proxy
+  and through its HAProxy ingress (`RAY_SERVE_ENABLE_HA_PROXY=1`, what the README recommends).
 - sr: super-resolution calls per second at 1, 4 and 16 concurrent sessions (each its own image; x2 of a 160x120
   crop, one tile): through the SMFANet deployment with the server's batching rule, and through it unbatched
   (`TOOLSERVER_SR_BATCH_CALLS=1`), each beside a uvicorn server running the model in process (both up at once,
@@ -202,8 +203,11 @@ def run_all(args: argparse.Namespace, env: dict[str, str], report: dict[str, Any
             uvicorn = latencies(server.url, args.requests)
         with ServeApp(env, "--models", "") as app:
             serve = latencies(app.url, args.requests)
-        report["overhead"] = {"uvicorn": uvicorn, "serve": serve,
-                              "added_ms": {k: round(serve[k] - uvicorn[k], 2) for k in uvicorn}}
+        with ServeApp(env, "--models", "", "--haproxy") as app:
+            haproxy = latencies(app.url, args.requests)
+        report["overhead"] = {"uvicorn": uvicorn, "serve": serve, "serve_haproxy": haproxy,
+                              "added_ms": {k: round(serve[k] - uvicorn[k], 2) for k in uvicorn},
+                              "added_ms_haproxy": {k: round(haproxy[k] - uvicorn[k], 2) for k in uvicorn}}
         print(json.dumps(report["overhead"]), flush=True)
     if "sr" in args.only:
         report["sr"] = bench_sr(env, args.levels, args.calls, args.rounds)

@@ -65,6 +65,8 @@ class ToolserverOnServe(Toolserver):
     replicas, sessions in a Redis of its own, a Chroma server), deployed from deploy/ray/toolserver.yaml. Its CPU
     and memory are those of the whole cluster: every Ray process, Redis and Chroma."""
 
+    ingress = "haproxy"  # Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY=1, the README's advice) or "proxy"
+
     def __init__(self) -> None:
         super().__init__()
         self.ready_timeout = 600.0
@@ -73,6 +75,7 @@ class ToolserverOnServe(Toolserver):
     def command(self) -> list[str]:
         return [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "bench" / "ray_cluster.py"), "--port",
                 str(self.port), "--models", "", "--state", "--pids", str(self.workdir / "pids"),
+                *(["--haproxy"] if self.ingress == "haproxy" else []),
                 *os.environ.get("TOOLSERVER_RACE_SERVE_ARGS", "").split()]
 
     def start(self) -> ToolserverOnServe:

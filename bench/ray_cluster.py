@@ -74,9 +74,11 @@ def serve(args: argparse.Namespace) -> None:
     if args.haproxy:
         os.environ["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
     stop = threading.Event()
+    cluster = RayTestCluster({}).start()
+    # After `ray.init`, whose failure-signal handler (a stack dump, then death) would otherwise take SIGTERM: the
+    # cluster must be shut down, not orphaned.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    cluster = RayTestCluster({}).start()
     try:
         url = cluster.deploy(config, timeout_s=300)
         if args.pids:  # this process and everything below it: Redis, Chroma, the cluster's nodes and workers

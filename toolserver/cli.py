@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import gc
 import io
 import json
 import sys
@@ -22,9 +21,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
-    from PIL import Image
 
     from toolserver.api import create_app
+    from toolserver.core.wiring import settle_process
     from toolserver.logs import configure_logging, logging_config
     from toolserver.plugins import PluginError
     from toolserver.sandbox.budget import SandboxBudgetError
@@ -38,12 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (PluginError, SandboxBudgetError) as exc:  # a broken environment or an unkeepable promise stops it
         print(f"toolserver serve: {exc}", file=sys.stderr)
         return 2
-    # The ~140k objects of the imported libraries never die: moved out of the collector's sight, a full
-    # collection (80 ms with them) costs what the requests' own objects cost (BENCHMARKS.md, the race).
-    gc.collect()
-    gc.freeze()
-    # Images reuse freed memory (BENCHMARKS.md, the race): a crop's new images in fresh pages cost 2x its CPU.
-    Image.core.set_blocks_max(settings.image_blocks_kept)
+    settle_process(settings)  # the collector and Pillow's memory, as a server wants them
     # One process owns its in-memory sessions: scale out with replicas (and the Redis store), not workers.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=logging_config(
         settings.log_format, level), log_level=level, access_log=False,

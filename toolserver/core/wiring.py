@@ -163,3 +163,19 @@ def build_library(s: Settings, clip: EncoderFront | None = None, text: EncoderFr
                            page_long_side=s.doc_page_long_side, page_format=s.doc_page_format,
                            jpeg_quality=s.jpeg_quality, batch_pages=s.doc_batch_pages, max_pages=s.doc_max_pages,
                            vector_cache_bytes=s.doc_vector_cache_bytes, arm=arm)
+
+
+def settle_process(settings: Settings) -> None:
+    """What a server process sets once its app is built, under uvicorn or as a Ray Serve replica alike.
+
+    The objects of the imported libraries (~140k) never die: moved out of the collector's sight, a full collection
+    (80 ms with them) costs what the requests' own objects cost. And images reuse freed memory: a crop's new images
+    in fresh pages cost twice its CPU (BENCHMARKS.md, the race). A Serve replica without these spent 1.7x the CPU
+    of `toolserver serve` on the race's calls."""
+    import gc
+
+    from PIL import Image
+
+    gc.collect()
+    gc.freeze()
+    Image.core.set_blocks_max(settings.image_blocks_kept)

@@ -21,7 +21,7 @@ from toolserver.api.app import create_app
 from toolserver.batching import LocalTransport, Transport
 from toolserver.config import Settings
 from toolserver.core import Core
-from toolserver.core.wiring import batch_rule, build_models
+from toolserver.core.wiring import batch_rule, build_models, settle_process
 
 log = logging.getLogger("toolserver.ray")
 
@@ -134,6 +134,7 @@ class Ingress:
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         app = create_app(core=self.core)
+        settle_process(self.core.settings)  # as `toolserver serve` does
 
         @app.middleware("http")
         async def _name_the_replica(request: Any, call_next: Any) -> Any:
