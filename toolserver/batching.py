@@ -193,3 +193,38 @@ class LocalTransport:
         close = getattr(self.model, "close", None)
         if close is not None:
             close()
+
+
+class ModelFront:
+    """What the fronts (`SRFront`, `EncoderFront`) share: what their model serves, read from the transport at start
+    and again on `refresh()` (readiness does so), never on a call's path; each reply's batch size reported to
+    `on_batch` (the metric). A subclass says what an unanswered `describe` means (`_unanswered`)."""
+
+    def __init__(self, transport: Transport, on_batch: Callable[[int], None] | None = None):
+        self.transport = transport
+        self.on_batch = on_batch
+        self._lock = threading.Lock()
+        self._info: dict[str, Any] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        try:
+            info = self.transport.describe()
+        except Exception as exc:  # the model's deployment is not up (yet): say so, ask again next time
+            info = self._unanswered(exc)
+        info["status"] = {**info["status"], "served_by": self.transport.where}
+        with self._lock:
+            self._info = info
+
+    def _unanswered(self, exc: Exception) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._info["status"])
+
+    def _ran_in(self, batch: int) -> None:
+        if self.on_batch is not None:
+            self.on_batch(batch)
+
+    def close(self) -> None:
+        self.transport.close()

@@ -9,14 +9,13 @@ sessions share a forward pass, and splits the vectors back.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from toolserver.batching import Transport
+from toolserver.batching import ModelFront, Transport
 from toolserver.documents.encoders import Encoder
 
 Kind = Literal["texts", "images"]
@@ -70,29 +69,18 @@ class EncoderModel:
         self.encoder.model()
 
 
-class EncoderFront:
-    """The `Encoder` interface over a transport; thread-safe. What the model serves is read once and again on
-    `refresh()`, never on an encoding's path."""
+class EncoderFront(ModelFront):
+    """The `Encoder` interface over a transport; thread-safe. What the model serves is read as `ModelFront` says."""
 
     def __init__(self, role: str, transport: Transport, on_batch: Callable[[int], None] | None = None):
         self.role = role
-        self.transport = transport
-        self.on_batch = on_batch
         self.load_error: str | None = None
-        self._lock = threading.Lock()
-        self._info: dict[str, Any] = {}
-        self.refresh()
+        super().__init__(transport, on_batch)
 
-    def refresh(self) -> None:
-        try:
-            info = self.transport.describe()
-        except Exception as exc:  # the deployment is not up (yet)
-            why = f"the {self.role} model ({self.transport.where}) did not answer: {type(exc).__name__}: {exc}"
-            info = {"role": self.role, "spec": "", "model_name": "", "where": why, "available": False,
-                    "batch_size": 0, "status": {"available": False, "where": why}}
-        info["status"] = {**info["status"], "served_by": self.transport.where}
-        with self._lock:
-            self._info = info
+    def _unanswered(self, exc: Exception) -> dict[str, Any]:
+        why = f"the {self.role} model ({self.transport.where}) did not answer: {type(exc).__name__}: {exc}"
+        return {"role": self.role, "spec": "", "model_name": "", "where": why, "available": False,
+                "batch_size": 0, "status": {"available": False, "where": why}}
 
     @property
     def spec(self) -> str:
@@ -114,9 +102,6 @@ class EncoderFront:
     def available(self) -> bool:
         return bool(self._info["available"]) and self.load_error is None
 
-    def status(self) -> dict[str, Any]:
-        return dict(self._info["status"])
-
     def model(self) -> None:
         """Load the model now (the library's warm-up)."""
         self.transport.warm()
@@ -130,12 +115,8 @@ class EncoderFront:
 
     def _encode(self, kind: Kind, items: list[Any]) -> np.ndarray:
         (reply,) = self.transport.call_many([EncodeRequest(kind, list(items))])
-        if self.on_batch is not None:
-            self.on_batch(reply.batch)
+        self._ran_in(reply.batch)
         if reply.error is not None or reply.vectors is None:
             self.refresh()  # a model that failed to load says so in its status from now on
             raise RuntimeError(f"{self.role} model failed: {reply.error}")
         return np.asarray(reply.vectors, dtype=np.float32)
-
-    def close(self) -> None:
-        self.transport.close()

@@ -9,16 +9,14 @@ a timeout rather than a deadline, because `time.monotonic()` does not travel bet
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from toolserver.batching import Transport
+from toolserver.batching import ModelFront
 from toolserver.sr.engine import SREngine, SRTimeout, SRUnavailable, Upscaled
 
 MODEL_NAME = "smfanet"
@@ -81,29 +79,15 @@ def _reply(request: UpscaleRequest, outcome: tuple[np.ndarray, int] | Exception,
                         batch)
 
 
-class SRFront:
-    """The engine's interface over a transport; thread-safe. What the model serves (`status`) is read from it once
-    and again on `refresh()` (readiness does so), never on a tool call's path."""
+class SRFront(ModelFront):
+    """The engine's interface over a transport; thread-safe. What the model serves is read as `ModelFront` says."""
 
     model_name = MODEL_NAME
 
-    def __init__(self, transport: Transport, on_batch: Callable[[int], None] | None = None):
-        self.transport = transport
-        self.on_batch = on_batch
-        self._lock = threading.Lock()
-        self._info: dict[str, Any] = {}
-        self.refresh()
-
-    def refresh(self) -> None:
-        try:
-            info = self.transport.describe()
-        except Exception as exc:  # the model's deployment is not up (yet): say so, ask again next time
-            info = {"status": {"available": False, "scales": [], "problems": [f"{type(exc).__name__}: {exc}"],
-                               "device": "unknown"},
-                    "unavailable_reason": f"the super-resolution model ({self.transport.where}) did not answer: {exc}"}
-        info["status"] = {**info["status"], "served_by": self.transport.where}
-        with self._lock:
-            self._info = info
+    def _unanswered(self, exc: Exception) -> dict[str, Any]:
+        return {"status": {"available": False, "scales": [], "problems": [f"{type(exc).__name__}: {exc}"],
+                           "device": "unknown"},
+                "unavailable_reason": f"the super-resolution model ({self.transport.where}) did not answer: {exc}"}
 
     @property
     def scales(self) -> list[int]:
@@ -112,9 +96,6 @@ class SRFront:
     @property
     def available(self) -> bool:
         return bool(self._info["status"].get("available"))
-
-    def status(self) -> dict[str, Any]:
-        return dict(self._info["status"])
 
     def unavailable_reason(self, scale: int | None = None) -> str:
         if scale is None or not self.scales:
@@ -134,8 +115,7 @@ class SRFront:
         replies = self._call_all(requests, timeout)
         out = []
         for reply in replies:
-            if self.on_batch is not None:
-                self.on_batch(reply.batch)
+            self._ran_in(reply.batch)
             if reply.error is not None or reply.pixels is None:
                 raise {"unavailable": SRUnavailable, "timeout": SRTimeout}.get(reply.error or "", ValueError)(
                     reply.message)
@@ -149,6 +129,3 @@ class SRFront:
             return self.transport.call_many(requests, None if timeout is None else timeout + 30.0)
         except TimeoutError as exc:
             raise SRTimeout("super-resolution did not finish before the deadline") from exc
-
-    def close(self) -> None:
-        self.transport.close()
