@@ -296,8 +296,7 @@ class McpEndpoint:
                 return await self._run(session_id, profile, params.name, arguments)
             except SessionGone:
                 # Expired or evicted while the MCP session lived on: start a fresh one once.
-                if await self.aliases.get(ALIAS_SPACE, mcp_session) == session_id:
-                    await self.aliases.drop(ALIAS_SPACE, mcp_session)
+                await self.aliases.drop_if(ALIAS_SPACE, mcp_session, session_id)
                 if attempt:
                     raise
             except ServiceError as exc:

@@ -8,7 +8,7 @@ from typing import Any
 from toolserver.core.calls import IdempotencyKey, ToolCalls
 from toolserver.core.results import failure
 from toolserver.formats import get_format
-from toolserver.formats.base import IMAGE_MARKERS, NO_TOOL_CALL, Parsed, ParsedCall
+from toolserver.formats.base import IMAGE_MARKERS, NO_TOOL_CALL, CallFormat, Parsed, ParsedCall
 from toolserver.models import ActResponse, ResultImage, ToolResult
 from toolserver.profiles import get_profile
 
@@ -34,11 +34,7 @@ async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *
             break
     if turn.errors_last and all(r.ok for r in results):  # a broken call is reached after those before it
         _add_parser_results(parsed, records, results)
-    results = call_format.finish(results)
-    done = call_format.ends(parsed, results)
-    prompt = call_format.prompt(results, image=IMAGE_MARKERS[session.settings.image_marker])
-    return ActResponse(format=call_format.name, calls=records, results=results, done=done,
-                       observation=call_format.observation(results), prompt=prompt)
+    return _turn(call_format, session.settings.image_marker, parsed, records, results)
 
 
 async def call_as_turn(calls: ToolCalls, session_id: str, name: str, arguments: dict[str, Any] | str, *,
@@ -48,12 +44,18 @@ async def call_as_turn(calls: ToolCalls, session_id: str, name: str, arguments: 
     session = await calls.services.store.get(session_id)
     call_format = get_profile(session.settings.profile).format
     result = await calls.call_tool(session_id, name, arguments, base_url=base_url)
-    results = call_format.finish([result])
     parsed = Parsed(call_format.name, calls=[ParsedCall(name, arguments)])
-    return ActResponse(format=call_format.name, calls=[{"name": name, "arguments": arguments, "error": None}],
-                       results=results, done=call_format.ends(parsed, results),
+    return _turn(call_format, session.settings.image_marker, parsed,
+                 [{"name": name, "arguments": arguments, "error": None}], [result])
+
+
+def _turn(call_format: CallFormat, image_marker: str, parsed: Parsed, records: list[dict[str, Any]],
+          results: list[ToolResult]) -> ActResponse:
+    """A turn's results finished, ended, rendered and reported by its call format."""
+    results = call_format.finish(results)
+    return ActResponse(format=call_format.name, calls=records, results=results, done=call_format.ends(parsed, results),
                        observation=call_format.observation(results),
-                       prompt=call_format.prompt(results, image=IMAGE_MARKERS[session.settings.image_marker]))
+                       prompt=call_format.prompt(results, image=IMAGE_MARKERS[image_marker]))
 
 
 def _add_parser_results(parsed: Parsed, records: list[dict[str, Any]], results: list[ToolResult]) -> None:

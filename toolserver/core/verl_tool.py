@@ -163,8 +163,7 @@ class VerlToolBridge:
             # from the images it sends with every call; images returned before are gone with the old one.
             if self._sessions.get(trajectory_id) == session_id:
                 del self._sessions[trajectory_id]
-            if await self.store.aliases.get(self.space, trajectory_id) == session_id:
-                await self.store.aliases.drop(self.space, trajectory_id)
+            await self.store.aliases.drop_if(self.space, trajectory_id, session_id)
             return await act(self.calls, await self._session_for(trajectory_id, fields), action)
 
     async def _session_for(self, trajectory_id: str, fields: dict[str, Any]) -> str:

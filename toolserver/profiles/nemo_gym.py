@@ -35,7 +35,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.arguments import ArgumentStyle
-from toolserver.formats.nemo_gym import NEMO_GYM, render_system_prompt
+from toolserver.formats.nemo_gym import INVALID_REWARD, NEMO_GYM, render_system_prompt
 from toolserver.memorymap import ImageEntry
 from toolserver.profiles import nemo_gym_ops as ops
 from toolserver.profiles.base import Alpha, Profile, tools_by_name
@@ -283,7 +283,7 @@ def _pixels(entry: ImageEntry) -> Image.Image:
 
 
 def _failed(text: str) -> ToolOutput:
-    return ToolOutput.failure(text, "tool_error", reward=-0.05)
+    return ToolOutput.failure(text, "tool_error", reward=INVALID_REWARD)
 
 
 PROFILES = (

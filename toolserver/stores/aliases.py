@@ -49,6 +49,12 @@ class Aliases:
         found = self._names.pop((space, name), None)
         return None if found is None or found[1] < time.monotonic() else found[0]
 
+    async def drop_if(self, space: str, name: str, session_id: str) -> None:
+        """Forget `name` if it still names `session_id` (a session found gone; another replica may have named a new
+        one since)."""
+        if await self.get(space, name) == session_id:
+            await self.drop(space, name)
+
     def __len__(self) -> int:
         return len(self._names)
 
@@ -74,7 +80,7 @@ class RedisAliases(Aliases):
                 current = await self.redis.get(key)
                 if current is not None:
                     await self.redis.pexpire(key, ttl_ms)
-                    return current.decode() if isinstance(current, bytes) else str(current)
+                    return _text(current)
         return session_id
 
     async def get(self, space: str, name: str, ttl_s: float | None = None) -> str | None:
@@ -89,15 +95,19 @@ class RedisAliases(Aliases):
                     current, _ = await pipe.execute()
         if current is None:
             return None
-        return current.decode() if isinstance(current, bytes) else str(current)
+        return _text(current)
 
     async def drop(self, space: str, name: str) -> str | None:
         with self.guard():
             current = await self.redis.getdel(self._key(space, name))
         if current is None:
             return None
-        return current.decode() if isinstance(current, bytes) else str(current)
+        return _text(current)
 
     def __len__(self) -> int:
         return 0  # not counted: every replica's names are shared
 
+
+def _text(reply: bytes | str) -> str:
+    """A Redis reply as text (the client is not set to decode responses)."""
+    return reply.decode() if isinstance(reply, bytes) else str(reply)

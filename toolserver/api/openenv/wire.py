@@ -19,8 +19,6 @@ from toolserver.errors import BadRequest
 from toolserver.models import CreateSessionRequest, ImageInput, OutputSettings, SessionSettings
 from toolserver.profiles import get_profile
 
-SUPPORTS_CONCURRENT_SESSIONS = True
-
 
 class ErrorCode(StrEnum):
     """OpenEnv's `WSErrorCode`s."""
