@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from toolserver.api.openenv.wire import (
+    EpisodeAction,
     EpisodeObservation,
     EpisodeState,
     ErrorCode,
@@ -45,10 +46,11 @@ class Episode:
         self.step_count = 0
         self.columns: dict[str, Any] = {}
 
-    async def reset(self, data: dict[str, Any]) -> EpisodeObservation:
-        """A new episode from the reset's inputs. The previous episode's session is released once the new one
-        exists, so a reset that fails (an image that does not decode) leaves the episode as it was."""
-        inputs = ResetInputs.model_validate(data)
+    async def reset(self, data: ResetInputs | dict[str, Any]) -> EpisodeObservation:
+        """A new episode from the reset's inputs (validated here unless they are already). The previous episode's
+        session is released once the new one exists, so a reset that fails (an image that does not decode) leaves
+        the episode as it was."""
+        inputs = data if isinstance(data, ResetInputs) else ResetInputs.model_validate(data)
         created = await self.core.create_session(inputs.session_request(self.profile))
         await self.close()
         self.session_id, self.episode_id = created.session_id, inputs.episode_id or str(uuid.uuid4())
@@ -59,8 +61,9 @@ class Episode:
                     "texts": created.texts, "columns": list(self.columns)}
         return EpisodeObservation(metadata=metadata)
 
-    async def step(self, data: dict[str, Any]) -> EpisodeObservation:
-        action = self.action_model.model_validate(data)
+    async def step(self, data: EpisodeAction | dict[str, Any]) -> EpisodeObservation:
+        """One step: the action, validated here against the profile's action model unless the caller did."""
+        action = data if isinstance(data, EpisodeAction) else self.action_model.model_validate(data)
         if self.session_id is None:
             raise NoEpisode("no episode is running: send a reset first")
         if action.text is not None:

@@ -103,7 +103,7 @@ async def reset(profile: str, request: Request) -> Response:
     with core.episodes.held():
         episode = Episode(core, name)
         try:
-            observation = await episode.reset(body.model_dump(exclude_unset=True))
+            observation = await episode.reset(body)
         finally:
             await episode.close()
     return json_response(OneShotResponse(**observation.wire()))
@@ -115,7 +115,7 @@ async def step(profile: str, request: Request) -> Response:
     core, name = core_of(request), _profile(profile).name
     body = validate(StepRequest, await json_body(request))
     try:
-        action_model(name).model_validate(body.action)
+        action = action_model(name).model_validate(body.action)
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", "action", *e["loc"])}
                                       for e in exc.errors(include_url=False, include_context=False)]) from None
@@ -124,7 +124,7 @@ async def step(profile: str, request: Request) -> Response:
         episode = Episode(core, name)
         try:
             await episode.reset(inputs)
-            observation = await episode.step(body.action)
+            observation = await episode.step(action)
         finally:
             await episode.close()
     if body.request_id is not None:
