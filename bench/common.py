@@ -53,7 +53,8 @@ class Server:
     def __init__(self, env: dict[str, str] | None = None, port: int | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        full_env = {**os.environ, "TOOLSERVER_PORT": str(self.port), **(env or {})}
+        # One process unless asked (`TOOLSERVER_WORKERS`): the benches compare one server with its peers.
+        full_env = {**os.environ, "TOOLSERVER_PORT": str(self.port), "TOOLSERVER_WORKERS": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "toolserver.cli", "serve", "--log-level", "warning"],
                                      env=full_env)
         deadline = time.monotonic() + 30

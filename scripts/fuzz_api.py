@@ -63,6 +63,7 @@ def main() -> int:
            "TOOLSERVER_DATA_DIR": str(work / "data"), "TOOLSERVER_SESSION_STORE": "redis",
            "TOOLSERVER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "TOOLSERVER_API_KEYS": json.dumps([KEY]),
            "TOOLSERVER_LOG_FORMAT": "json", "TOOLSERVER_LOG_LEVEL": "warning", "HF_HUB_OFFLINE": "1",
+           "TOOLSERVER_WORKERS": "1",
            **({"TOOLSERVER_SR_MODEL_DIR": str(weights)} if weights.is_dir() else {})}
     log_path = work / "server.log"
     with open(log_path, "wb") as log:

@@ -25,6 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Most tests never run code: the sandbox's zygote (0.7 s of imports and a self-test) starts when one does.
 os.environ.setdefault("TOOLSERVER_SANDBOX_START", "first_use")
+# A server the tests start is one process unless a test asks for a node (`serve --workers N`, tests/test_node.py).
+os.environ.setdefault("TOOLSERVER_WORKERS", "1")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PHOTOS = SHARED / "data" / "photos"

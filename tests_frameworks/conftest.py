@@ -106,6 +106,7 @@ def running_toolserver(tmp_path_factory: pytest.TempPathFactory, **settings: str
     python = os.environ.get("TOOLSERVER_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
     port = free_port()
     env = {**os.environ, "TOOLSERVER_PORT": str(port), "TOOLSERVER_HOST": "127.0.0.1", "HF_HUB_OFFLINE": "1",
+           "TOOLSERVER_WORKERS": "1",
            "TOOLSERVER_DATA_DIR": str(tmp_path_factory.mktemp("toolserver")),
            **{f"TOOLSERVER_{name.upper()}": value for name, value in settings.items()}}
     log = tmp_path_factory.mktemp("log") / "server.log"

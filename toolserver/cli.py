@@ -9,6 +9,7 @@ import io
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from toolserver.config import Settings
 
@@ -19,33 +20,65 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
+def _workers(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers takes a number or `auto`, not {value!r}") from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    from toolserver.logs import configure_logging
+    from toolserver.node import NodeError, plan_workers, run_node
+
+    settings = _settings(args)
+    configure_logging(settings.log_format, settings.log_level)
+    try:
+        n, warning = plan_workers(settings)
+    except NodeError as exc:
+        print(f"toolserver serve: {exc}", file=sys.stderr)
+        return 2
+    if warning:
+        print(f"toolserver serve: {warning}", file=sys.stderr)
+    if n == 1:
+        return serve_process(settings.model_copy(update={"workers": 1}))
+    import toolserver.api  # noqa: F401  # imported once here, so that the forked workers share its pages
+
+    try:
+        return run_node(settings, n, lambda s, sock, _index: serve_process(s, sock))
+    except NodeError as exc:
+        print(f"toolserver serve: {exc}", file=sys.stderr)
+        return 2
+
+
+def serve_process(settings: Settings, sock: Any = None) -> int:
+    """One server process: the app under uvicorn (on `sock` when a node supervisor bound the port for it)."""
     import uvicorn
 
     from toolserver.api import create_app
     from toolserver.core.wiring import settle_process
-    from toolserver.logs import configure_logging, logging_config
+    from toolserver.logs import logging_config
     from toolserver.plugins import PluginError
     from toolserver.sandbox.budget import SandboxBudgetError
     from toolserver.serving import DrainingServer
 
-    settings = _settings(args)
     level = settings.log_level
-    configure_logging(settings.log_format, level)
     try:
         app = create_app(settings)
     except (PluginError, SandboxBudgetError) as exc:  # a broken environment or an unkeepable promise stops it
         print(f"toolserver serve: {exc}", file=sys.stderr)
         return 2
     settle_process(settings)  # the collector and Pillow's memory, as a server wants them
-    # One process owns its in-memory sessions: scale out with replicas (and the Redis store), not workers.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=logging_config(
         settings.log_format, level), log_level=level, access_log=False,
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)), timeout_keep_alive=settings.keep_alive_s,
         # OpenEnv's WebSocket: messages up to twice its limit are read and answered (VALIDATION_ERROR); larger ones
         # are refused by the WebSocket layer itself (close code 1009) without being read.
         ws_max_size=2 * settings.openenv_max_message_bytes)
-    DrainingServer(config, app.state.gate, grace_s=settings.shutdown_grace_s).run()
+    DrainingServer(config, app.state.gate, grace_s=settings.shutdown_grace_s).run(
+        sockets=None if sock is None else [sock])
     return 0
 
 
@@ -172,7 +205,7 @@ def cmd_documents(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolserver", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -181,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int)
     serve.add_argument("--data-dir", dest="data_dir", type=Path)
     serve.add_argument("--output-dir", dest="output_dir", type=Path)
-    serve.add_argument("--workers", type=int, help="threads for image work")
+    serve.add_argument("--workers", type=_workers, help="server processes behind the port: a number or `auto` "
+                       "(default: the host's cores); several share sessions through a node-local store")
+    serve.add_argument("--threads", type=int, help="threads for image work in each server process")
     serve.add_argument("--queue-limit", dest="queue_limit", type=int)
     serve.add_argument("--tool-timeout-s", dest="tool_timeout_s", type=float)
     serve.add_argument("--log-level", dest="log_level", choices=["critical", "error", "warning", "info", "debug"])
@@ -220,8 +255,11 @@ def main(argv: list[str] | None = None) -> int:
 
     selfcheck = sub.add_parser("selfcheck", help="run one zoom end to end in-process")
     selfcheck.set_defaults(func=cmd_selfcheck)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 

@@ -76,7 +76,22 @@ class Settings(BaseSettings):
     max_ttl_s: float = 24 * 3600.0
     sweep_interval_s: float = 30.0
 
-    workers: int = Field(default_factory=lambda: max(2, os.cpu_count() or 2))
+    workers: int | Literal["auto"] = Field(default="auto", description=(
+        "`toolserver serve`: server processes behind the one port (`auto`: the host's cores, as its CPU quota "
+        "allows). Above one they share their sessions through a node-local store (docs/node.md)."))
+    threads: int = Field(default_factory=lambda: max(2, os.cpu_count() or 2),
+                         description="Threads for image work in each server process.")
+    node_pixels_bytes: int = Field(default=2 * GiB, ge=0, description=(
+        "Several server processes: decoded images kept once for the whole node in shared memory (0: off)."))
+    node_dir: Path | None = Field(default=None, description=(
+        "Set by `toolserver serve` in its worker processes: the node's private runtime directory (the session "
+        "store's socket, the shared decoded images, the model hosts' sockets)."))
+    node_sandbox: str | None = Field(default=None, description=(
+        "Set by `toolserver serve` in its worker processes: the address of the node's sandbox host."))
+    node_key: str | None = Field(default=None, repr=False, description=(
+        "Set by `toolserver serve` in its worker processes: the key of the node's own services."))
+    worker_index: int | None = Field(default=None, description=(
+        "Set by `toolserver serve` in its worker processes: which one this is (the `X-Toolserver-Worker` header)."))
     image_blocks_kept: int = Field(default=16, ge=0, le=4096, description=(
         "Pillow's image memory blocks (up to 16 MiB each) kept for reuse rather than given back to the OS "
         "(Pillow's own `blocks_max`): an image in fresh pages pays a page fault per 4 KiB, which doubled a "

@@ -112,10 +112,12 @@ class RequestContext:
     """Request id (from `X-Request-ID` or new), echoed in the response; one access-log record per request;
     the drain gate. Headers and query strings are never logged."""
 
-    def __init__(self, app: Any, gate: DrainGate, retry_after_s: int = 1):
+    def __init__(self, app: Any, gate: DrainGate, retry_after_s: int = 1, worker: int | None = None):
         self.app = app
         self.gate = gate
         self.retry_after_s = retry_after_s
+        # Which process of a node answered (`serve --workers N`), for the operator and the node's tests.
+        self.extra = [] if worker is None else [(b"x-toolserver-worker", str(worker).encode())]
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -133,7 +135,8 @@ class RequestContext:
             nonlocal status, responded
             if message["type"] == "http.response.start":
                 status, responded = message["status"], True
-                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode()),
+                                                  *self.extra]}
             await send(message)
 
         counted = not (path == "/mcp" and scope.get("method") == "GET")  # an MCP event stream stays open

@@ -92,7 +92,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(ProcessTime)
-    app.add_middleware(RequestContext, gate=gate, retry_after_s=settings.retry_after_s)  # outermost
+    app.add_middleware(RequestContext, gate=gate, retry_after_s=settings.retry_after_s,  # outermost
+                       worker=settings.worker_index)
     return app
 
 

@@ -15,6 +15,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from toolserver.batching import BatchRule, LocalTransport, Model, Transport
 from toolserver.config import Settings
@@ -27,6 +28,7 @@ from toolserver.pool import WorkPool
 from toolserver.sandbox.budget import Promise, budget_mb, fit
 from toolserver.sandbox.confine import Limits
 from toolserver.sandbox.executor import Sandbox, SandboxConfig
+from toolserver.sandbox.remote import RemoteSandbox
 from toolserver.sr.engine import SREngine
 from toolserver.sr.service import SRFront, SRModel
 from toolserver.stores import SessionStore, build_store
@@ -55,10 +57,17 @@ class Services:
         if heavy_workers is None and transports["smfanet"].where != LocalTransport.where:
             # The heavy lane's threads only wait for a model deployment elsewhere: enough of them that the calls of
             # many sessions reach it together and can share a batch.
-            heavy_workers = max(s.workers, s.sr_batch_calls * s.sr_concurrent_batches)
+            heavy_workers = max(s.threads, s.sr_batch_calls * s.sr_concurrent_batches)
         metrics = Metrics()
-        sandbox = build_sandbox(s, on_execution=lambda outcome: metrics.sandbox_executions.labels(outcome).inc())
-        pool = WorkPool(s.workers, s.queue_limit, s.retry_after_s, heavy_workers=heavy_workers,
+
+        def executed(outcome: str) -> None:
+            metrics.sandbox_executions.labels(outcome).inc()
+
+        if s.node_sandbox is not None and s.node_key is not None:  # the node's one sandbox (`serve --workers N`)
+            sandbox = cast(Sandbox, RemoteSandbox(s.node_sandbox, bytes.fromhex(s.node_key), executed))
+        else:
+            sandbox = build_sandbox(s, on_execution=executed)
+        pool = WorkPool(s.threads, s.queue_limit, s.retry_after_s, heavy_workers=heavy_workers,
                         heavy_nice=s.heavy_nice, code_workers=sandbox.config.slots)
 
         def observer(name: str) -> Callable[[int], None]:

@@ -14,7 +14,8 @@ on one slot), all expiring together after the session's idle TTL:
              replicas; its token fences each call's commit (`redis_lock`)
 
 Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated
-calls on one image decode it once per replica. Every write is a Lua script that first checks the
+calls on one image decode it once per replica (once per node where the node's processes share them,
+`node_pixels`). Every write is a Lua script that first checks the
 session still exists and its byte budget, so a released or expired session is never half-recreated.
 
 Redis unreachable means 503 `session_store_unavailable` with Retry-After; the client reconnects by
@@ -29,7 +30,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -46,6 +47,7 @@ from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.aliases import RedisAliases
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
+from toolserver.stores.node_pixels import NodePixels
 from toolserver.stores.redis_lock import SessionLocks
 from toolserver.stores.redis_parts import (
     SCRIPT_ADD_IMAGES,
@@ -58,6 +60,7 @@ from toolserver.stores.redis_parts import (
     as_bytes,
     pairs,
     pixels_key,
+    redis_guard,
     scan_sessions,
 )
 
@@ -77,14 +80,15 @@ class RedisStore(SessionStore):
     stores_encoded = True
 
     def __init__(self, url: str, *, session_max_bytes: int, decoded_cache_bytes: int, lock_timeout_s: float,
-                 lock_lease_s: float = 3.0, timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1):
+                 lock_lease_s: float = 3.0, timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1,
+                 node_pixels: NodePixels | None = None):
         options: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
                                    "retry": Retry(NoBackoff(), 1), "health_check_interval": 30}
         self.url = url
         self.redis = aredis.Redis.from_url(url, **options)
         self._sync = redis.Redis.from_url(url, **options)  # for the tool threads' image loads
         self.session_max_bytes = session_max_bytes
-        self.cache = DecodedCache(decoded_cache_bytes)
+        self.cache = DecodedCache(decoded_cache_bytes, node_pixels)
         self.locks = SessionLocks(self.redis, lease_s=lock_lease_s, wait_s=lock_timeout_s)
         self.aliases = RedisAliases(self.redis, prefix, self._guard)
         self.prefix = prefix
@@ -104,20 +108,9 @@ class RedisStore(SessionStore):
                 for p in ("meta", "images", "blobs", "texts", "textlen", "gone", "calls", "outcomes")]
 
     # -- errors ---------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self) -> contextlib.AbstractContextManager[None]:
         """Redis outages as 503 with Retry-After; the caller can simply retry."""
-        try:
-            yield
-        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-            log.warning("session store unreachable: %s", type(exc).__name__)
-            raise Unavailable("the session store (Redis) is unreachable; retry shortly",
-                              retry_after_s=self.retry_after_s, code="session_store_unavailable") from None
-        except redis.ResponseError as exc:
-            if str(exc).startswith("OOM"):
-                raise Unavailable("the session store (Redis) is out of memory; retry later or release sessions",
-                                  retry_after_s=self.retry_after_s, code="session_store_full") from None
-            raise
+        return redis_guard(self.retry_after_s)
 
     # -- sessions -------------------------------------------------------------------------------
     async def create(self, settings: SessionSettings, ttl_s: float) -> SessionMap:
@@ -390,8 +383,10 @@ class RedisStore(SessionStore):
                            lambda: cache.nbytes)]
 
     def stats(self) -> dict[str, int | str]:
-        return {"kind": self.kind, "decoded_cache_images": len(self.cache), "decoded_cache_bytes": self.cache.nbytes,
-                "decoded_cache_hits": self.cache.hits, "decoded_cache_misses": self.cache.misses}
+        node, cache = self.cache.node, self.cache
+        return {"kind": self.kind, "decoded_cache_images": len(cache), "decoded_cache_bytes": cache.nbytes,
+                "decoded_cache_hits": cache.hits, "decoded_cache_misses": cache.misses,
+                **({} if node is None else {"node_pixels_hits": node.hits, "node_pixels_misses": node.misses})}
 
     async def close(self) -> None:
         await self.redis.aclose()

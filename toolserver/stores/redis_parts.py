@@ -5,6 +5,7 @@ still exists and fits its byte budget), the replica's cache of decoded images, a
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -14,11 +15,14 @@ import redis
 from cachetools import LRUCache
 from PIL import Image
 
-from toolserver.errors import SessionGone
+from toolserver.errors import SessionGone, Unavailable
 from toolserver.memorymap import image_nbytes
 from toolserver.models import SessionSettings
 from toolserver.ownership import may_see
 from toolserver.stores.contract import SessionSummary
+from toolserver.stores.node_pixels import NodePixels
+
+log = logging.getLogger("toolserver.redis")
 
 # KEYS: meta images blobs texts textlen gone calls outcomes. ARGV: tombstone_ms, reason.
 # Touch: restart every key's idle timer and return the state; or why the session is gone.
@@ -156,40 +160,48 @@ class DecodedCache:
     same image once; the pixels are identical).
     """
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int, node: NodePixels | None = None):
         self._cache: LRUCache = LRUCache(maxsize=max(1, max_bytes), getsizeof=image_nbytes)
         self._lock = threading.Lock()
+        self.node = node  # the node's copy, shared by its server processes (`toolserver serve --workers N`)
         self.hits = 0
         self.misses = 0
 
     def get(self, key: tuple[str, str], load: Callable[[], Image.Image]) -> Image.Image:
+        image = self.peek(key)
+        if image is not None:
+            return image
+        with self._lock:
+            self.misses += 1
+        image = load()
+        self.put(key, image)
+        return image
+
+    def peek(self, key: tuple[str, str]) -> Image.Image | None:
+        """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read)."""
         with self._lock:
             image = self._cache.get(key)
             if image is not None:
                 self.hits += 1
                 return image
-            self.misses += 1
-        image = load()
+        if self.node is None or (image := self.node.get(key)) is None:
+            return None
         with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
             self._cache[key] = image
         return image
 
-    def peek(self, key: tuple[str, str]) -> Image.Image | None:
-        """A cached image (counted as a hit) or None; nothing is loaded."""
-        with self._lock:
-            image = self._cache.get(key)
-            if image is not None:
-                self.hits += 1
-            return image
-
     def put(self, key: tuple[str, str], image: Image.Image) -> None:
         with self._lock, contextlib.suppress(ValueError):
             self._cache[key] = image
+        if self.node is not None:
+            self.node.put(key, image)
 
     def drop_session(self, session_id: str) -> None:
         with self._lock:
             for key in [k for k in self._cache if k[0] == session_id]:
                 del self._cache[key]
+        if self.node is not None:
+            self.node.drop_session(session_id)
 
     @property
     def nbytes(self) -> int:
@@ -270,3 +282,19 @@ def as_bytes(value: bytes | str) -> bytes:
 
 def pairs(flat: list[bytes]) -> dict[bytes, bytes]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+@contextlib.contextmanager
+def redis_guard(retry_after_s: int) -> Iterator[None]:
+    """Redis outages as 503 with Retry-After (`Unavailable`); the caller can simply retry."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+        log.warning("session store unreachable: %s", type(exc).__name__)
+        raise Unavailable("the session store (Redis) is unreachable; retry shortly",
+                          retry_after_s=retry_after_s, code="session_store_unavailable") from None
+    except redis.ResponseError as exc:
+        if str(exc).startswith("OOM"):
+            raise Unavailable("the session store (Redis) is out of memory; retry later or release sessions",
+                              retry_after_s=retry_after_s, code="session_store_full") from None
+        raise

@@ -45,6 +45,6 @@ def _health(request: Request, profile: str | None) -> dict[str, Any]:
     core = core_of(request)
     bridge = core.verl_tool(profile)
     return {"status": "healthy", "concurrent_requests": request.app.state.gate.in_flight,
-            "thread_pool_size": core.settings.workers, "active_tasks": bridge.trajectories,
+            "thread_pool_size": core.settings.threads, "active_tasks": bridge.trajectories,
             "max_concurrent": core.settings.queue_limit, "tools": bridge.tool_names,
             "uptime_seconds": time.time() - core.started}

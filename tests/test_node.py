@@ -1,0 +1,253 @@
+"""One node, all of it: `toolserver serve --workers N` (toolserver/node.py) and the node's shared images.
+
+The multi-process tests start a real node (its supervisor, a private redis-server, the sandbox host, N forked
+workers on one port) and need `redis-server`; without it they skip at once with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from tests.conftest import PHOTOS, free_port
+from toolserver.client import Client
+from toolserver.config import Settings
+from toolserver.models import ImageInput
+from toolserver.node import NodeError, plan_workers
+from toolserver.stores.node_pixels import NodePixels
+
+BRIDGE = PHOTOS / "Bridge_by_Sander_Klootwijk.jpg"
+needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                 reason="redis-server is not installed (apt-get install redis-server)")
+
+
+# -- the node's shared decoded images -------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "I;16", "F"])
+def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode):
+    pixels = NodePixels(tmp_path / "px", 1 << 30)
+    image = Image.open(BRIDGE).convert("RGB").resize((97, 61)).convert(mode)
+    pixels.put(("content:abc", ""), image)
+    again = NodePixels(tmp_path / "px", 1 << 30).get(("content:abc", ""))  # as another process would read it
+    assert again is not None and again is not image
+    assert again.mode == image.mode and again.size == image.size and again.tobytes() == image.tobytes()
+
+
+def test_node_pixels_skip_palettes_miss_cleanly_and_drop_a_session(tmp_path):
+    pixels = NodePixels(tmp_path / "px", 1 << 30)
+    pixels.put(("s1", "img_1"), Image.new("P", (8, 8)))  # a palette needs more than its pixels: not kept
+    assert pixels.get(("s1", "img_1")) is None
+    pixels.put(("s1", "img_2"), Image.new("RGB", (8, 8), (1, 2, 3)))
+    pixels.put(("weird/../id", "x y"), Image.new("RGB", (4, 4)))  # any key is a safe file name
+    assert pixels.get(("s1", "img_2")).getpixel((0, 0)) == (1, 2, 3)
+    pixels.drop_session("s1")
+    assert pixels.get(("s1", "img_2")) is None
+    assert pixels.get(("weird/../id", "x y")) is not None
+    (tmp_path / "px" / "c" / "broken").write_bytes(b"not an image")
+    assert pixels.get(("content:broken", "")) is None
+    assert all(p.resolve().is_relative_to((tmp_path / "px").resolve()) for p in (tmp_path / "px").rglob("*"))
+
+
+def test_node_pixels_keep_to_their_budget_oldest_first(tmp_path):
+    one = 64 * 64 * 3 + 24
+    pixels = NodePixels(tmp_path / "px", 8 * one)
+    for i in range(20):
+        pixels.put((f"content:{i}", ""), Image.new("RGB", (64, 64), (i, i, i)))
+        os.utime(pixels._path((f"content:{i}", "")), (i, i))  # written in this order, to the second
+    assert pixels.nbytes() <= 8 * one
+    assert pixels.get(("content:19", "")) is not None and pixels.get(("content:0", "")) is None
+
+
+# -- planning --------------------------------------------------------------------------------------------
+def test_auto_settles_for_one_process_without_a_store_and_an_explicit_count_refuses(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    n, warning = plan_workers(Settings(workers="auto"))
+    assert n == 1 or warning is None  # a one-core host needs no store
+    if n == 1 and warning:
+        assert "redis-server" in warning
+    with pytest.raises(NodeError, match="redis-server"):
+        plan_workers(Settings(workers=4))
+    assert plan_workers(Settings(workers=4, session_store="redis")) == (4, None)  # a Redis of its own: no local one
+    assert plan_workers(Settings(workers=1)) == (1, None)
+
+
+def test_the_command_line_takes_a_count_or_auto():
+    from toolserver.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["serve", "--workers", "auto"]).workers == "auto"
+    assert parser.parse_args(["serve", "--workers", "3", "--threads", "5"]).workers == 3
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--workers", "many"])
+
+
+# -- a real node -----------------------------------------------------------------------------------------
+class Node:
+    """`toolserver serve --workers N` in its own process group (the test can always stop all of it)."""
+
+    def __init__(self, tmp_path: Path, workers: int, env: dict[str, str] | None = None, timeout: float = 120.0):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp_path / "node.log"
+        full = {**os.environ, "TOOLSERVER_WORKERS": str(workers), "TOOLSERVER_PORT": str(self.port),
+                "TOOLSERVER_HOST": "127.0.0.1", "TOOLSERVER_DATA_DIR": str(tmp_path / "data"),
+                "TOOLSERVER_ALLOWED_ROOTS": f'["{PHOTOS}"]', "TOOLSERVER_LOG_LEVEL": "info", **(env or {})}
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "toolserver.cli", "serve"], env=full, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while len(self.worker_pids()) < workers or not self._ready():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the node did not start: {self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def worker_pids(self) -> set[int]:
+        """The supervisor's forked children (the same command line as it), not its redis or sandbox host."""
+        own = Path(f"/proc/{self.proc.pid}/cmdline").read_bytes() if self.proc.poll() is None else b""
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        pids = set()
+        for pid in (children.read_text().split() if children.exists() else []):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes() == own:
+                    pids.add(int(pid))
+            except OSError:
+                continue
+        return pids
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(60)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything left of the group
+
+
+@pytest.fixture
+def node(tmp_path):
+    started = Node(tmp_path, workers=2, env={"TOOLSERVER_SANDBOX_CPU_POLICY": "nice"})
+    yield started
+    started.stop()
+
+
+def _worker_of(response: httpx.Response) -> str:
+    worker = response.headers.get("x-toolserver-worker")
+    assert worker is not None, "a node's worker names itself on every answer"
+    return worker
+
+
+@needs_redis
+def test_any_worker_serves_any_call_of_a_session(node):
+    with httpx.Client(base_url=node.url, timeout=120) as c:
+        sid = c.post("/v1/sessions", json={"images": [{"path": str(BRIDGE)}]}).json()["session_id"]
+    served: Counter[str] = Counter()
+    boxes = []
+    for i in range(200):  # a new connection each time: the kernel gives it to either worker
+        with httpx.Client(base_url=node.url, timeout=120) as c:
+            box = [10 + i, 10, 400 + i, 300]
+            r = c.post(f"/v1/sessions/{sid}/tools/zoom_in", json={"image": 0, "bbox_2d": box})
+            assert r.status_code == 200 and r.json()["ok"], r.text
+            served[_worker_of(r)] += 1
+            boxes.append(box)
+        if len(served) == 2 and i >= 7:
+            break
+    assert set(served) == {"0", "1"}, served
+    with httpx.Client(base_url=node.url, timeout=120) as c:
+        trajectory = c.get(f"/v1/sessions/{sid}/trajectory").json()
+        assert [call["arguments"]["bbox_2d"] for call in trajectory["calls"]] == boxes  # one log, in order
+    # The photograph was decoded by one worker and read from the node's copy by the other.
+    stores = {}
+    for _ in range(200):
+        with httpx.Client(base_url=node.url, timeout=120) as c:
+            r = c.get("/readyz")
+            stores[_worker_of(r)] = r.json()["session_store"]
+        if len(stores) == 2:
+            break
+    assert sum(s["node_pixels_hits"] for s in stores.values()) >= 1, stores
+
+
+@needs_redis
+def test_a_code_session_keeps_its_state_whichever_worker_runs_its_cells(node):
+    with httpx.Client(base_url=node.url, timeout=120) as c:
+        sid = c.post("/v1/sessions", json={"profile": "pyvision-rl", "images": [{"path": str(BRIDGE)}]}
+                     ).json()["session_id"]
+    served = set()
+    texts = []
+    for code in ["x = 40", "x += 1", "x += 1", "x += 1", "print(x * 2, image_clue_0.size)"]:
+        with httpx.Client(base_url=node.url, timeout=120) as c:
+            r = c.post(f"/v1/sessions/{sid}/tools/python", json={"code": code})
+            assert r.status_code == 200 and r.json()["ok"], r.text
+            served.add(_worker_of(r))
+            texts.append(r.json()["text"])
+    assert "86 (4352, 2448)" in texts[-1]
+
+
+@needs_redis
+def test_a_worker_killed_mid_trajectory_loses_and_doubles_nothing(node):
+    pids = node.worker_pids()
+    assert len(pids) == 2
+    n_calls = 40
+    results: list[bool] = []
+    errors: list[BaseException] = []
+    with Client(node.url, retries=30, backoff=0.1, max_backoff=1.0, timeout=120) as client:
+        session = client.create_session([ImageInput(path=str(BRIDGE))])
+
+        def trajectory() -> None:
+            try:
+                for i in range(n_calls):  # each call keyed: a retry returns the recorded outcome or runs it once
+                    out = session.call("zoom_in", image=0, bbox_2d=[i, i, 800 + i, 600 + i],
+                                       idempotency_key=f"call-{i}")
+                    results.append(out.ok)
+            except BaseException as exc:
+                errors.append(exc)
+
+        runner = threading.Thread(target=trajectory)
+        runner.start()
+        while len(results) < 5 and runner.is_alive():
+            time.sleep(0.01)
+        victim = sorted(pids)[0]
+        os.kill(victim, signal.SIGKILL)
+        runner.join(600)
+        assert not errors, errors
+        assert results == [True] * n_calls
+        calls = httpx.get(f"{node.url}/v1/sessions/{session.id}/trajectory", timeout=60).json()["calls"]
+    counted = Counter(tuple(call["arguments"]["bbox_2d"]) for call in calls)
+    assert len(calls) == n_calls and set(counted.values()) == {1}, counted  # nothing lost, nothing twice
+    deadline = time.monotonic() + 120
+    while len(node.worker_pids()) < 2 and time.monotonic() < deadline:  # the supervisor forks another
+        time.sleep(0.2)
+    now = node.worker_pids()
+    assert len(now) == 2 and victim not in now
+    assert "worker exited; starting another" in node.log.read_text()
+
+
+@needs_redis
+def test_sigterm_stops_every_process_of_the_node_and_removes_its_directory(tmp_path):
+    started = Node(tmp_path, workers=2)
+    directory = next(line.split("node directory ")[1].rstrip(")\n") for line in started.log.read_text().splitlines()
+                     if "node directory" in line)
+    pids = started.worker_pids()
+    started.proc.send_signal(signal.SIGTERM)
+    assert started.proc.wait(90) == 0
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+    assert not Path(directory).exists()
+    started.stop()

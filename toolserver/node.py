@@ -1,0 +1,301 @@
+"""One node, all of it: `toolserver serve --workers N` runs N server processes behind one port.
+
+One Python process is bound by its GIL and its event loop long before the node is (about 380 `zoom_in` calls/s
+on a 16-core host, whatever the cores). The supervisor here binds the port once and forks N workers that all
+accept on it; the kernel hands each new connection to one of them. What a single process kept to itself is put
+where every worker reaches it:
+
+- **sessions** in a node-local Redis the supervisor starts on a unix socket in the node's private directory
+  (no TCP port, no persistence), unless `SESSION_STORE=redis` already names one (Redis stays the multi-node
+  store). The store's fenced locks and idempotency records make a call exactly-once across processes as they
+  do across replicas;
+- **decoded images** once per node in shared memory (`stores.node_pixels`): a GRPO group's photograph is
+  decoded by the first worker that needs it and read back by the others;
+- **MCP sessions and verl-tool trajectories** by name in the same store (`MCP_SESSIONS=shared`).
+
+Workers are forked from the supervisor after it has imported the server's modules, so their code and the
+libraries' read-only pages are shared with it; each builds its own app (threads, the sandbox) after the fork, so
+nothing running is inherited. A worker that dies is forked again; calls that were in flight on it fail at the
+client, which retries a keyed call (its idempotency key makes the retry return the recorded outcome or run it
+once). SIGTERM drains every worker (each answers 503 to new calls and finishes what it has) and stops the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import math
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolserver.config import GiB, Settings
+
+log = logging.getLogger("toolserver.node")
+REDIS_START_TIMEOUT_S = 15.0
+CRASH_WINDOW_S = 10.0  # a worker that dies this soon after its start counts towards a crash loop
+CRASH_LIMIT = 5  # that many in a row: the node stops instead of forking forever
+
+
+class NodeError(RuntimeError):
+    """The node cannot run as asked; the text says why and how to fix it."""
+
+
+def available_cores() -> int:
+    """The cores this process may use: its CPU affinity, bounded by a cgroup v2 CPU quota (a container's limit)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    return max(1, cores)
+
+
+def plan_workers(settings: Settings) -> tuple[int, str | None]:
+    """How many server processes to run, and a warning when `auto` had to settle for one."""
+    n = available_cores() if settings.workers == "auto" else int(settings.workers)
+    if n < 1:
+        raise NodeError("--workers must be at least 1 (or auto)")
+    if n == 1 or settings.session_store == "redis":
+        return n, None
+    if shutil.which("redis-server") is None:
+        why = ("several server processes share their sessions through a node-local Redis, and `redis-server` is "
+               "not on PATH (apt-get install redis-server), nor is TOOLSERVER_SESSION_STORE=redis set")
+        if settings.workers == "auto":
+            return 1, f"serving with one process: {why}"
+        raise NodeError(f"--workers {n}: {why}")
+    return n, None
+
+
+def node_directory(want_bytes: int) -> Path:
+    """A private directory for the node: on /dev/shm when it has room for the shared images, else the temp dir."""
+    base = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize >= min(want_bytes, 1 * GiB) + 64 * 1024 * 1024:
+            base = "/dev/shm"
+    return Path(tempfile.mkdtemp(prefix="toolserver-node-", dir=base))  # 0700
+
+
+class NodeRedis:
+    """A private redis-server on a unix socket (mode 0700 directory), without persistence."""
+
+    def __init__(self, directory: Path):
+        self.socket = directory / "redis.sock"
+        self.directory = directory
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}?db=0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
+             "--save", "", "--appendonly", "no", "--dir", str(self.directory), "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=die_with_parent)
+        deadline = time.monotonic() + REDIS_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                raise NodeError(f"the node's redis-server exited at start: {err.strip()[-500:]}")
+            if self._ping():
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise NodeError(f"the node's redis-server did not answer within {REDIS_START_TIMEOUT_S:.0f} s")
+
+    def _ping(self) -> bool:
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(1.0)
+            s.connect(str(self.socket))
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+        return False
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def die_with_parent() -> None:
+    """In a child: end when the supervisor does, even by SIGKILL (Linux's parent-death signal), so that no worker
+    or store outlives it holding the port or the sessions."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+@dataclass
+class Worker:
+    index: int
+    pid: int
+    started: float
+
+
+@dataclass
+class Supervisor:
+    """Forks `n` workers that run `serve_worker(settings, sock, index)`, keeps them running, stops them."""
+
+    settings: Settings
+    n: int
+    serve_worker: Callable[[Settings, socket.socket, int], int]
+    workers: dict[int, Worker] = field(default_factory=dict)
+    stopping: bool = False
+    crashes: int = 0
+    failed: str | None = None  # why the node stopped on its own
+
+    def fail(self, why: str) -> None:
+        if self.failed is None:
+            log.error("stopping the node: %s", why)
+            self.failed = why
+            self._on_signal(signal.SIGTERM, None)
+
+    def run(self, sock: socket.socket, worker_settings: Settings, on_tick: Callable[[], None] = lambda: None) -> int:
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for index in range(self.n):
+                self._fork(index, sock, worker_settings)
+            log.info("node started", extra={"workers": self.n, "pids": [w.pid for w in self.workers.values()]})
+            while self.workers:
+                self._reap(sock, worker_settings)
+                if not self.stopping:
+                    on_tick()
+                time.sleep(0.1)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 1 if self.failed else 0
+
+    def _on_signal(self, sig: int, _frame: object) -> None:
+        first = not self.stopping
+        self.stopping = True
+        for worker in self.workers.values():  # the first signal drains; a second stops at once (uvicorn's rule)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGTERM if first else signal.SIGINT)
+        if first:
+            log.info("node draining", extra={"signal": signal.Signals(sig).name})
+
+    def _fork(self, index: int, sock: socket.socket, worker_settings: Settings) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 1
+            try:
+                die_with_parent()
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, signal.SIG_DFL)
+                code = self.serve_worker(worker_settings.model_copy(update={"worker_index": index}), sock, index)
+            except BaseException:
+                logging.getLogger("toolserver").exception("worker %d failed", index)
+            finally:
+                os._exit(code)
+        self.workers[index] = Worker(index, pid, time.monotonic())
+
+    def _reap(self, sock: socket.socket, worker_settings: Settings) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            worker = next((w for w in self.workers.values() if w.pid == pid), None)
+            if worker is None:
+                continue
+            del self.workers[worker.index]
+            if self.stopping:
+                continue
+            early = time.monotonic() - worker.started < CRASH_WINDOW_S
+            self.crashes = self.crashes + 1 if early else 0
+            log.warning("worker exited; starting another", extra={
+                "worker": worker.index, "pid": pid, "status": os.waitstatus_to_exitcode(status)})
+            if self.crashes >= CRASH_LIMIT:
+                self.fail(f"workers failed {self.crashes} times in a row within {CRASH_WINDOW_S:.0f} s of their start")
+                continue
+            self._fork(worker.index, sock, worker_settings)
+
+
+def worker_settings(settings: Settings, node_dir: Path, redis_url: str | None, n: int) -> Settings:
+    """What each worker runs with: the node's store, shared MCP sessions, its share of the decoded cache."""
+    update: dict[str, object] = {"node_dir": node_dir, "workers": 1, "mcp_sessions": "shared",
+                                 "decoded_cache_bytes": max(64 * 1024 * 1024, settings.decoded_cache_bytes // n)}
+    if redis_url is not None:
+        update.update(session_store="redis", redis_url=redis_url)
+    return settings.model_copy(update=update)
+
+
+Services = Callable[[Settings], tuple[Settings, Callable[[], None], Callable[[], None]]]
+
+
+def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socket.socket, int], int],
+             extra_services: Services | None = None) -> int:
+    """Start the node's services, fork `n` workers on one bound port, supervise them until a signal, clean up.
+
+    `extra_services(worker_settings) -> (settings, tick, stop)` starts what else the workers share (the model
+    hosts): it returns their settings, a check run every tick (restart what died) and how to stop them."""
+    from toolserver.core.wiring import build_sandbox
+    from toolserver.sandbox.remote import SandboxHost
+
+    directory = node_directory(settings.node_pixels_bytes)
+    redis = None if settings.session_store == "redis" else NodeRedis(directory)
+    key = secrets.token_bytes(32)
+    sandbox = SandboxHost(directory, key, build_sandbox(settings).config)  # the node's one sandbox
+    stop_extra: Callable[[], None] = lambda: None  # noqa: E731
+    tick: Callable[[], None] = lambda: None  # noqa: E731
+    try:
+        if redis is not None:
+            redis.start()
+        sandbox.start()
+        shared = worker_settings(settings, directory, redis.url if redis else None, n).model_copy(
+            update={"node_sandbox": sandbox.address, "node_key": key.hex()})
+        if extra_services is not None:
+            shared, tick, stop_extra = extra_services(shared)
+        sock = bind(settings.host, settings.port)
+        print(f"toolserver: {n} workers on http://{settings.host}:{sock.getsockname()[1]} (node directory "
+              f"{directory})", file=sys.stderr, flush=True)
+
+        supervisor = Supervisor(settings, n, serve_worker)
+
+        def check() -> None:
+            if redis is not None and not redis.alive():
+                supervisor.fail("the node's redis-server died (its sessions are gone)")
+            try:
+                sandbox.ensure_alive()
+                tick()
+            except Exception as exc:  # a model host that cannot be restarted
+                supervisor.fail(f"{type(exc).__name__}: {exc}")
+
+        return supervisor.run(sock, shared, check)
+    finally:
+        stop_extra()
+        sandbox.stop()
+        if redis is not None:
+            redis.stop()
+        shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,139 @@
+"""Decoded images held once for the whole node, in shared memory, by every server process of `toolserver serve
+--workers N`.
+
+A GRPO group's rollouts upload the same photograph; each server process that serves one of their calls needs its
+pixels. Without this, each process decodes the upload again and keeps its own copy (the Redis store's per-process
+`DecodedCache`). With it, the first process to decode an image writes its raw pixels to a file in the node's private
+directory on a tmpfs (`/dev/shm` where it has room), and every other process reads them back with one copy instead
+of a decode. The files are the node's one held copy; a process keeps only a small cache of its own.
+
+Written by hand rather than with `multiprocessing.shared_memory`: that module's segments have a resource tracker per
+process that unlinks them when the process that made them exits, while these images must outlive the worker
+that decoded them (a worker killed under load is replaced and the next one reads them). Plain files under one
+directory that the node supervisor removes at exit have no such owner.
+
+Layout: `c/<digest>` for inputs shared by content (their bytes and alpha rule: the decoded cache's `content:` keys),
+`s/<session>/<blob>` for a session's own images, so that a released session's files go at once. Each file is a
+24-byte header (magic, mode, width, height) then the pixels as `Image.tobytes()` writes them. A file is written
+to a temporary name and renamed, so a reader never sees half an image; readers may race an eviction, which is a
+miss. The byte budget is kept by the writer that passes it: the least recently written files go first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import mmap
+import os
+import shutil
+import struct
+import threading
+from pathlib import Path
+
+from PIL import Image
+
+log = logging.getLogger("toolserver.store")
+MAGIC = b"TSPX"
+HEADER = struct.Struct("<4s8sII")  # magic, mode (ASCII, NUL-padded), width, height
+MODES = frozenset({"1", "L", "LA", "RGB", "RGBA", "I", "F", "I;16", "CMYK", "YCbCr"})  # pixels alone say it all
+
+
+class NodePixels:
+    """The node's decoded images in `directory` (shared by the server processes), bounded by `max_bytes`."""
+
+    def __init__(self, directory: Path, max_bytes: int):
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._written = 0  # bytes this process wrote since it last measured the directory
+        self.hits = 0
+        self.misses = 0
+        (directory / "c").mkdir(parents=True, exist_ok=True)
+        (directory / "s").mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: tuple[str, str]) -> Path:
+        owner, blob = key
+        if owner.startswith("content:"):
+            return self.directory / "c" / _safe(owner[len("content:"):])
+        return self.directory / "s" / _safe(owner) / _safe(blob)
+
+    def get(self, key: tuple[str, str]) -> Image.Image | None:
+        """The image under `key`, as a new Image of this process (one copy from the shared pages), or None."""
+        try:
+            with open(self._path(key), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                magic, raw_mode, width, height = HEADER.unpack_from(mm, 0)
+                if magic != MAGIC:
+                    return None
+                mode = raw_mode.rstrip(b"\0").decode()
+                with memoryview(mm) as view:
+                    image = Image.frombytes(mode, (width, height), view[HEADER.size:])
+        except (FileNotFoundError, ValueError, struct.error, OSError):
+            with self._lock:
+                self.misses += 1
+            return None
+        with self._lock:
+            self.hits += 1
+        return image
+
+    def put(self, key: tuple[str, str], image: Image.Image) -> None:
+        """Keep `image` for the node, unless it is kept already, its mode needs more than its pixels (a palette),
+        or the directory is full; never fails."""
+        if image.mode not in MODES or self.max_bytes <= 0:
+            return
+        path = self._path(key)
+        if path.exists():
+            return
+        data = image.tobytes()
+        if len(data) + HEADER.size > self.max_bytes:
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(HEADER.pack(MAGIC, image.mode.encode(), image.width, image.height))
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError as exc:  # a full tmpfs, a removed directory at shutdown: the caller decoded it anyway
+            log.debug("node pixels not kept: %s", exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        with self._lock:
+            self._written += len(data) + HEADER.size
+            measure = self._written >= self.max_bytes // 8
+            if measure:
+                self._written = 0
+        if measure:
+            self._trim()
+
+    def drop_session(self, session_id: str) -> None:
+        shutil.rmtree(self.directory / "s" / _safe(session_id), ignore_errors=True)
+
+    def _trim(self) -> None:
+        """Remove the least recently written files until the directory holds 90% of the budget."""
+        files: list[tuple[float, int, Path]] = []
+        for path in self.directory.rglob("*"):
+            with contextlib.suppress(OSError):
+                st = path.stat()
+                if path.is_file():
+                    files.append((st.st_mtime, st.st_size, path))
+        total = sum(size for _, size, _ in files)
+        if total <= self.max_bytes:
+            return
+        for _, size, path in sorted(files):
+            if total <= self.max_bytes * 0.9:
+                break
+            with contextlib.suppress(OSError):
+                path.unlink()
+                total -= size
+
+    def nbytes(self) -> int:
+        return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
+
+
+def _safe(name: str) -> str:
+    """A file name for any key part: itself where it is plain, else its digest."""
+    if name and len(name) <= 128 and all(c.isalnum() or c in "-_." for c in name) and not name.startswith("."):
+        return name
+    return hashlib.sha256(name.encode()).hexdigest()
