@@ -110,6 +110,10 @@ def _transport_error(exc: httpx.TransportError, url: str, keyed: bool = False) -
         # A pooled connection the server had just closed (its keep-alive ran out as the request went out): the
         # request was not sent, or not read, so it is sent again on a fresh connection.
         return _Retryable(ToolServerUnavailable(f"the connection to {url} closed before an answer: {exc}"), None)
+    if keyed and isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
+        # The server process went away mid-call (a node's worker killed and replaced, a replica restarted): the
+        # call may have run, and its idempotency key makes the retry return what it recorded or run it once.
+        return _Retryable(ToolServerUnavailable(f"the connection to {url} broke before an answer: {exc}"), None)
     if isinstance(exc, httpx.TimeoutException):
         error = ToolServerTimeout(f"no answer from {url} in time ({type(exc).__name__})")
         # With an idempotency key the retry gets the call's recorded result if it ran, so it is safe to send.

@@ -23,7 +23,6 @@ once). SIGTERM drains every worker (each answers 503 to new calls and finishes w
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import math
 import os
@@ -31,7 +30,6 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,15 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolserver.config import GiB, Settings
+from toolserver.node.services import ChildService, NodeChroma, NodeError, NodeRedis, die_with_parent
 
 log = logging.getLogger("toolserver.node")
-REDIS_START_TIMEOUT_S = 15.0
 CRASH_WINDOW_S = 10.0  # a worker that dies this soon after its start counts towards a crash loop
 CRASH_LIMIT = 5  # that many in a row: the node stops instead of forking forever
-
-
-class NodeError(RuntimeError):
-    """The node cannot run as asked; the text says why and how to fix it."""
 
 
 def available_cores() -> int:
@@ -85,62 +79,6 @@ def node_directory(want_bytes: int) -> Path:
         if st.f_bavail * st.f_frsize >= min(want_bytes, 1 * GiB) + 64 * 1024 * 1024:
             base = "/dev/shm"
     return Path(tempfile.mkdtemp(prefix="toolserver-node-", dir=base))  # 0700
-
-
-class NodeRedis:
-    """A private redis-server on a unix socket (mode 0700 directory), without persistence."""
-
-    def __init__(self, directory: Path):
-        self.socket = directory / "redis.sock"
-        self.directory = directory
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.socket}?db=0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
-             "--save", "", "--appendonly", "no", "--dir", str(self.directory), "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=die_with_parent)
-        deadline = time.monotonic() + REDIS_START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-                raise NodeError(f"the node's redis-server exited at start: {err.strip()[-500:]}")
-            if self._ping():
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise NodeError(f"the node's redis-server did not answer within {REDIS_START_TIMEOUT_S:.0f} s")
-
-    def _ping(self) -> bool:
-        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(1.0)
-            s.connect(str(self.socket))
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-        return False
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def die_with_parent() -> None:
-    """In a child: end when the supervisor does, even by SIGKILL (Linux's parent-death signal), so that no worker
-    or store outlives it holding the port or the sessions."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -265,16 +203,21 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
 
     directory = node_directory(settings.node_pixels_bytes)
     redis = None if settings.session_store == "redis" else NodeRedis(directory)
+    # An embedded chromadb is one process's: the workers share a Chroma server over the same files instead.
+    chroma = NodeChroma(settings.resolved_documents_dir() / "chroma") if (
+        settings.chroma_url is None and NodeChroma.wanted()) else None
     key = secrets.token_bytes(32)
     sandbox = SandboxHost(directory, key, build_sandbox(settings).config)  # the node's one sandbox
     stop_extra: Callable[[], None] = lambda: None  # noqa: E731
     tick: Callable[[], None] = lambda: None  # noqa: E731
+    children: list[ChildService] = [c for c in (redis, chroma) if c is not None]
     try:
-        if redis is not None:
-            redis.start()
+        for child in children:
+            child.start()
         sandbox.start()
         shared = worker_settings(settings, directory, redis.url if redis else None, n).model_copy(
-            update={"node_sandbox": sandbox.address, "node_key": key.hex()})
+            update={"node_sandbox": sandbox.address, "node_key": key.hex(),
+                    **({"chroma_url": chroma.url} if chroma else {})})
         if extra_services is not None:
             shared, tick, stop_extra = extra_services(shared)
         sock = bind(settings.host, settings.port)
@@ -284,8 +227,9 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
         supervisor = Supervisor(settings, n, serve_worker)
 
         def check() -> None:
-            if redis is not None and not redis.alive():
-                supervisor.fail("the node's redis-server died (its sessions are gone)")
+            for child in children:
+                if not child.alive():
+                    supervisor.fail(f"the node's {child.name} died")
             try:
                 sandbox.ensure_alive()
                 tick()
@@ -296,6 +240,6 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
     finally:
         stop_extra()
         sandbox.stop()
-        if redis is not None:
-            redis.stop()
+        for child in children:
+            child.stop()
         shutil.rmtree(directory, ignore_errors=True)
