@@ -39,6 +39,11 @@ COPY deploy ./deploy
 COPY models/smfanet /models/smfanet
 
 # The same steps as the README's set-up, without the dev tools: a virtual environment, torch pinned.
+# redis-server: `toolserver serve --workers N` (default auto) keeps the sessions of its processes in a private
+# Redis on a unix socket (docs/node.md).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends redis-server \
+ && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/toolserver \
  && if [ -n "$TORCH_INDEX" ]; then pip install --index-url "$TORCH_INDEX" "torch==$(sed -n 's/^torch==//p' constraints.txt)"; fi \
  && pip install -c constraints.txt ".[${EXTRAS}]" \

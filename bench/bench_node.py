@@ -1,0 +1,285 @@
+"""One node, all of it: `toolserver serve --workers N` against its own limits, measured in one run.
+
+Rows (each beside the limit it is judged against, in the same run, on the same machine):
+- `zoom_in` (default profile: rel1000 boxes, JPEG by ref; GRPO groups of 8 sessions sharing a photograph) at
+  16 / 128 / 512 sessions x `--calls` calls: calls/s, p50, the cores the server's processes kept busy, and the
+  server's peak memory (PSS summed over its processes, and RSS summed, which counts shared pages once per process)
+  for N workers, for one process (today's server) and for one process pinned to one core (`taskset`);
+- super-resolution x4 over HTTP (inline PNG, inline JPEG, the zero-copy delivery where the server has one) at
+  1 / 16 / 64 sessions, beside the in-process front, the engine alone and the network's forward
+  (`bench.bench_sr_http`, `bench.bench_models`), when `--sr` is given.
+
+The load comes from `--clients` processes (default: a quarter of the cores), so that the client is not what
+limits a node's rate; they are on the same host and take cores from the server, as a trainer's would.
+
+Run: .venv/bin/python -m bench.bench_node [--workers auto] [--sessions 16 128 512] [--calls 12] [--sr]
+     [--out node.json]   (on a 2-core machine: --workers 2 --sessions 16 64 --calls 6; ~2 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import free_port, percentile
+from toolserver.node import available_cores
+
+PHOTOS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "photos"
+GROUP = 8  # sessions of a GRPO group share one photograph
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+class NodeServer:
+    """`toolserver serve --workers N` (optionally pinned to one core with taskset) in its own process group."""
+
+    def __init__(self, workers: int, data_dir: Path, pin_core: int | None = None, env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [sys.executable, "-m", "toolserver.cli", "serve", "--log-level", "warning"]
+        if pin_core is not None:
+            argv = ["taskset", "-c", str(pin_core), *argv]
+        full = {**os.environ, "TOOLSERVER_WORKERS": str(workers), "TOOLSERVER_PORT": str(self.port),
+                "TOOLSERVER_HOST": "127.0.0.1", "TOOLSERVER_DATA_DIR": str(data_dir), **(env or {})}
+        self.proc = subprocess.Popen(argv, env=full, start_new_session=True)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited at start ({self.proc.returncode})")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200 and len(self.pids()) > workers - 1:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError("the server did not become ready")
+
+    def pids(self) -> list[int]:
+        """The server's processes: the one started, and every descendant."""
+        found, frontier = [], [self.proc.pid]
+        while frontier:
+            pid = frontier.pop()
+            found.append(pid)
+            for task in Path(f"/proc/{pid}/task").glob("*") if Path(f"/proc/{pid}").exists() else []:
+                try:
+                    frontier += [int(c) for c in (task / "children").read_text().split()]
+                except OSError:
+                    continue
+        return found
+
+    def cpu_seconds(self) -> float:
+        total = 0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError):
+                continue
+        return total / TICK
+
+    def memory(self) -> tuple[int, int]:
+        """(PSS, RSS) summed over the server's processes, in bytes."""
+        pss = rss = 0
+        for pid in self.pids():
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
+                    elif line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+            except OSError:
+                continue
+        return pss, rss
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(60)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def photos() -> list[str]:
+    names = sorted(p for p in PHOTOS.iterdir() if p.suffix.lower() in (".jpg", ".jpeg"))[:4]
+    return [base64.b64encode(p.read_bytes()).decode() for p in names]
+
+
+def create_sessions(url: str, count: int, images: list[str]) -> list[str]:
+    """`count` sessions, a GRPO group of 8 per photograph, created by 16 threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = {"output": {"format": "jpeg", "delivery": "ref"}}
+
+    def one(i: int) -> str:
+        with httpx.Client(base_url=url, timeout=300) as client:
+            r = client.post("/v1/sessions", json={**body, "images": [{"data": images[(i // GROUP) % len(images)]}]})
+            r.raise_for_status()
+            return str(r.json()["session_id"])
+
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def _client_process(url: str, sessions: list[str], calls: int, seed: int, start_at: float,
+                    out: Any) -> None:
+    async def session_calls(client: httpx.AsyncClient, sid: str, rng: random.Random, lat: list[float]) -> int:
+        errors = 0
+        for _ in range(calls):
+            x, y = rng.randint(0, 700), rng.randint(0, 700)
+            box = [x, y, x + rng.randint(100, 300), y + rng.randint(100, 300)]
+            t = time.perf_counter()
+            r = await client.post(f"/v1/sessions/{sid}/tools/zoom_in", json={"image": 0, "bbox_2d": box})
+            lat.append(time.perf_counter() - t)
+            errors += int(r.status_code != 200 or not r.json().get("ok"))
+        return errors
+
+    async def run() -> dict:
+        rng = random.Random(seed)
+        lat: list[float] = []
+        limits = httpx.Limits(max_connections=len(sessions), max_keepalive_connections=len(sessions))
+        async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+            await asyncio.sleep(max(0.0, start_at - time.time()))
+            errors = await asyncio.gather(*(session_calls(client, sid, rng, lat) for sid in sessions))
+        return {"latencies": lat, "errors": sum(errors), "ended": time.time()}
+
+    out.put(asyncio.run(run()))
+
+
+def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, images: list[str]) -> dict[str, Any]:
+    ids = create_sessions(server.url, sessions, images)
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    clients = max(1, min(clients, sessions))
+    start_at = time.time() + 3.0  # every client process ready before the clock starts
+    procs = [ctx.Process(target=_client_process, args=(server.url, ids[i::clients], calls, i, start_at, queue))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
+    peak = [0, 0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            pss, rss = server.memory()
+            peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    time.sleep(max(0.0, start_at - time.time()))
+    cpu0 = server.cpu_seconds()
+    sampler.start()
+    results = [queue.get(timeout=1800) for _ in procs]
+    wall = max(r["ended"] for r in results) - start_at
+    cpu = server.cpu_seconds() - cpu0
+    stop.set()
+    for p in procs:
+        p.join()
+    lat = [x for r in results for x in r["latencies"]]
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for sid in ids:
+            client.delete(f"/v1/sessions/{sid}")
+    return {"sessions": sessions, "calls": len(lat), "errors": sum(r["errors"] for r in results),
+            "calls_per_s": round(len(lat) / wall, 1), "p50_ms": round(1000 * percentile(lat, 50), 2),
+            "p95_ms": round(1000 * percentile(lat, 95), 2), "cores_busy": round(cpu / wall, 2),
+            "peak_pss_mb": round(peak[0] / 2**20), "peak_rss_mb": round(peak[1] / 2**20)}
+
+
+def zoom_rows(workers: int, levels: list[int], calls: int, clients: int, scratch: Path) -> dict[str, Any]:
+    images = photos()
+    rows: dict[str, Any] = {}
+    setups = [(f"{workers} workers", workers, None), ("1 process", 1, None), ("1 process on 1 core", 1, 0)]
+    if workers == 1:
+        setups = setups[1:]
+    for label, n, pin in setups:
+        if pin is not None and shutil.which("taskset") is None:
+            continue
+        server = NodeServer(n, scratch / label.replace(" ", "_"), pin)
+        try:
+            zoom_load(server, min(levels), 2, clients, images)  # warm: kernels, caches, connections
+            rows[label] = [zoom_load(server, s, calls, clients, images) for s in levels]
+            print(json.dumps({label: rows[label]}), flush=True)
+        finally:
+            server.stop()
+    return rows
+
+
+def ratios(rows: dict[str, Any], workers: int, levels: list[int]) -> dict[str, Any]:
+    """What the acceptance reads: N workers against N x one pinned core, and against today's single process."""
+    node, single, pinned = rows.get(f"{workers} workers"), rows.get("1 process"), rows.get("1 process on 1 core")
+    out: dict[str, Any] = {}
+    for i, s in enumerate(levels):
+        row: dict[str, Any] = {}
+        if node and pinned:
+            row["vs_cores_x_pinned"] = round(node[i]["calls_per_s"] / (workers * pinned[i]["calls_per_s"]), 2)
+        if node and single:
+            row["vs_one_process"] = round(node[i]["calls_per_s"] / single[i]["calls_per_s"], 2)
+            row["pss_vs_one_process"] = round(node[i]["peak_pss_mb"] / max(1, single[i]["peak_pss_mb"]), 2)
+        out[str(s)] = row
+    return out
+
+
+def sr_rows(workers: int, levels: list[int], calls: int, scratch: Path) -> dict[str, Any]:
+    """Super-resolution over HTTP on the node beside the in-process limits (bench.bench_sr_http)."""
+    try:
+        from bench import bench_sr_http
+    except ImportError as exc:  # pragma: no cover - the SR bench ships with the delivery work
+        return {"skipped": f"bench.bench_sr_http unavailable: {exc}"}
+    server = NodeServer(workers, scratch / "sr")
+    try:
+        deliveries = [("inline", "png"), ("inline", "jpeg")] + [(d, "png") for d in getattr(
+            bench_sr_http, "ZERO_COPY", ())]
+        return {f"{d}/{f}": [bench_sr_http.run(server.url, s, calls, d, f) for s in levels] for d, f in deliveries}
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", default="auto")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[16, 128, 512])
+    parser.add_argument("--calls", type=int, default=12)
+    parser.add_argument("--clients", type=int, default=0, help="load processes (default: a quarter of the cores)")
+    parser.add_argument("--sr", action="store_true", help="also the super-resolution rows")
+    parser.add_argument("--sr-sessions", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--sr-calls", type=int, default=6)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    cores = available_cores()
+    workers = cores if args.workers == "auto" else int(args.workers)
+    clients = args.clients or max(1, cores // 4)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
+        scratch = Path(tmp)
+        report: dict[str, Any] = {"cores": cores, "workers": workers, "client_processes": clients,
+                                  "zoom_in": zoom_rows(workers, args.sessions, args.calls, clients, scratch)}
+        report["zoom_in_ratios"] = ratios(report["zoom_in"], workers, args.sessions)
+        if args.sr:
+            report["super_resolution"] = sr_rows(workers, args.sr_sessions, args.sr_calls, scratch)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print("median p50 across rows:", statistics.median(
+        r["p50_ms"] for rows in report["zoom_in"].values() for r in rows), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
