@@ -161,7 +161,7 @@ class Settings(BaseSettings):
                                          "that is not full waits for more.")
     sr_cpu_workers: int | None = Field(default=None, description="SMFANet CPU workers (default: one per core).")
     sr_threads: int | None = Field(default=None, description="Torch threads per CPU worker (default: cores/workers).")
-    # The models as processes of their own, one per device, shared by a node's worker processes (docs/models-on-a-node.md).
+    # The models as processes of their own, one per device, shared by the node's workers (docs/models-on-a-node.md).
     model_devices: str = Field(default="auto", pattern=r"^\s*(auto|cpu|cuda(:\d+)?)(\s*,\s*(cpu|cuda(:\d+)?))*\s*$",
                                description="Devices of the model host processes, one host each: `auto` (every visible "
                                "CUDA device, else one CPU host), or a list such as `cuda:0,cuda:1` or `cpu`.")

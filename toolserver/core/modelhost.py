@@ -14,6 +14,7 @@ is gone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -63,10 +64,8 @@ class HostServer:
 
     def stop(self) -> None:
         self.stopping.set()
-        try:
+        with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._listener.close()
 
     def _connection(self, sock: socket.socket) -> None:

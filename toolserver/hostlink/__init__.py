@@ -4,6 +4,7 @@
 worker process's model fronts hold, spreading their calls over the node's model hosts."""
 
 from toolserver.hostlink.client import HostPool, HostTransport, node_transports
-from toolserver.hostlink.wire import ModelHostError, ModelHostLost, ModelHostTimeout
+from toolserver.hostlink.wire import ModelHostError, ModelHostFailed, ModelHostLost, ModelHostTimeout
 
-__all__ = ["HostPool", "HostTransport", "ModelHostError", "ModelHostLost", "ModelHostTimeout", "node_transports"]
+__all__ = ["HostPool", "HostTransport", "ModelHostError", "ModelHostFailed", "ModelHostLost", "ModelHostTimeout",
+           "node_transports"]

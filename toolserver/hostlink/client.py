@@ -14,6 +14,7 @@ elsewhere, so that no call runs twice unseen.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import socket
 import threading
@@ -25,7 +26,7 @@ from typing import Any
 from toolserver.batching import Transport
 from toolserver.config import Settings
 from toolserver.hostlink import wire
-from toolserver.hostlink.wire import ModelHostError, ModelHostLost, ModelHostTimeout
+from toolserver.hostlink.wire import ModelHostError, ModelHostFailed, ModelHostLost, ModelHostTimeout
 
 MODEL_NAMES = ("smfanet", "clip", "text")
 RETRY_S = 0.2  # a host that failed to connect is not tried again sooner
@@ -110,10 +111,8 @@ class HostLink:
                 self._conn = None
             conn.closed = conn.closed or why
             lost, conn.pending = list(conn.pending.values()), {}
-        try:
+        with contextlib.suppress(OSError):
             conn.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         conn.sock.close()
         for pending in lost:
             pending.reply = ("lost", why)
@@ -146,7 +145,7 @@ class HostLink:
             raise ModelHostLost(f"model host {self.label} went away during the call: {value}")
         if kind == "timeout":
             raise ModelHostTimeout(f"model host {self.label}: {value}")
-        raise ModelHostError(f"model host {self.label}: {value}")
+        raise ModelHostFailed(f"model host {self.label}: {value}")
 
     def summary(self, model: str) -> dict[str, Any]:
         return {"host": self.label, "address": self.address, "up": self._conn is not None,
@@ -215,7 +214,7 @@ class HostPool:
             conn_by, answer_by = started + connect_s, None if answer_s is None else started + answer_s
             try:
                 answers.append((link, link.request(op, model, None, None, link.connected(conn_by), answer_by)))
-            except ModelHostError as exc:
+            except (ModelHostError, ModelHostFailed) as exc:
                 answers.append((link, exc))
         return answers
 

@@ -30,8 +30,9 @@ _NONCE = 32
 _MAX_BUFFERS = 1 << 16
 
 
-class ModelHostError(RuntimeError):
-    """A model host could not be reached, or did not answer."""
+class ModelHostError(ConnectionError):
+    """A model host could not be reached, or went away (a `ConnectionError`: the fronts report the model as
+    unavailable)."""
 
 
 class ModelHostLost(ModelHostError):
@@ -39,7 +40,11 @@ class ModelHostLost(ModelHostError):
 
 
 class ModelHostTimeout(ModelHostError, TimeoutError):
-    """No model host answered within the call's timeout."""
+    """No model host answered within the call's timeout (a `TimeoutError`, as a model that took too long)."""
+
+
+class ModelHostFailed(RuntimeError):
+    """The host answered that the model raised (the error's type and message)."""
 
 
 def write_key(directory: Path) -> bytes:
@@ -123,6 +128,10 @@ def connect(address: str, key: bytes, timeout_s: float) -> tuple[socket.socket, 
         hello = recv(sock)
         sock.settimeout(None)
         return sock, dict(hello)
+    except EOFError as exc:
+        sock.close()
+        raise ModelHostError(f"the model host at {address} closed the connection during the handshake (a key "
+                             "other than this node's?)") from exc
     except BaseException:
         sock.close()
         raise
