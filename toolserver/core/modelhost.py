@@ -8,8 +8,9 @@ have computed itself.
 
 Started by `ModelHosts` as `python -m toolserver.core.modelhost SPEC.json`: a fresh interpreter (the spawn start
 method's guarantee: CUDA is initialised here, never in a forked copy of a parent that touched it). It depends on
-no worker: workers come and go as connections. It ends on SIGTERM or SIGINT, or when the process that started it
-is gone.
+no worker: workers come and go as connections. It runs in a session of its own (a terminal's ^C reaches the
+supervisor, which stops the hosts once its workers have drained) and ends on SIGTERM or SIGINT, or when the process
+that started it is gone.
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ class ModelHosts:
         return restarted
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM every host, SIGKILL those still running after `grace_s`; remove the runtime directory made."""
+        """SIGTERM every host, SIGKILL those still running after `grace_s`; remove the runtime directory made.
+        Call it once the workers have drained: a call still in flight on a host fails (`ModelHostLost`)."""
         procs = [p for p in self._procs if p is not None]
         for proc in procs:
             if proc.poll() is None:
@@ -188,4 +189,5 @@ class ModelHosts:
         with os.fdopen(fd, "w") as f:
             json.dump(spec, f)
         self._procs[index] = subprocess.Popen([sys.executable, "-m", "toolserver.core.modelhost", str(path)],
-                                              env={**MALLOC_ENV, **_child_env()}, stdin=subprocess.DEVNULL)
+                                              env={**MALLOC_ENV, **_child_env()}, stdin=subprocess.DEVNULL,
+                                              start_new_session=True)  # a terminal's ^C is for the supervisor

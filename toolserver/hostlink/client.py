@@ -5,10 +5,10 @@ process has the fewest calls of that model outstanding on, ties taken in turn. C
 wants, and a host is where it happens: every worker's calls for one device meet in that host's `Batcher`, so the
 batches are as large as on one process; across devices, spreading is what uses them all.
 
-A host that is down is tried again after `RETRY_S` (it is being restarted); a call waits for some host to answer
-until its own timeout (or `wait_s` for a call without one), then fails with `ModelHostTimeout` saying why each host
-did not answer. A call in flight on a host that goes away fails at once with `ModelHostLost`; it is not retried
-elsewhere, so that no call runs twice unseen.
+A host that is down is tried again after `RETRY_S`, doubled while it stays down up to `RETRY_MAX_S` (it is being
+restarted); a call waits for some host to answer until its own timeout (or `wait_s` for a call without one), then
+fails with `ModelHostTimeout` saying why each host did not answer. A call in flight on a host that goes away fails
+at once with `ModelHostLost`; it is not retried elsewhere, so that no call runs twice unseen.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from toolserver.hostlink import wire
 from toolserver.hostlink.wire import ModelHostError, ModelHostFailed, ModelHostLost, ModelHostTimeout
 
 MODEL_NAMES = ("smfanet", "clip", "text")
-RETRY_S = 0.2  # a host that failed to connect is not tried again sooner
+RETRY_S = 0.2  # a host that failed to connect is not tried again sooner; doubled on each failure in a row,
+RETRY_MAX_S = 2.0  # up to this (a hung host costs a call its connect timeout at most this often)
 
 
 @dataclass(eq=False)
@@ -58,6 +59,7 @@ class HostLink:
         self.served: collections.Counter[str] = collections.Counter()
         self.down_until = 0.0
         self.last_error = ""
+        self.failures = 0  # connection attempts failed in a row
         self._conn: _Conn | None = None
         self._lock = threading.Lock()
         self._ids = itertools.count()
@@ -81,10 +83,11 @@ class HostLink:
                 sock, hello = wire.connect(self.address, wire.read_key(self.address),
                                            max(0.01, min(self.connect_timeout_s, deadline - now)))
             except (OSError, EOFError, ModelHostError) as exc:
-                self.down_until = time.monotonic() + RETRY_S
+                self.down_until = time.monotonic() + min(RETRY_MAX_S, RETRY_S * 2 ** self.failures)
+                self.failures += 1
                 self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 raise ModelHostError(self.last_error) from exc
-            self.hello, self.last_error = hello, ""
+            self.hello, self.last_error, self.failures = hello, "", 0
             conn = self._conn = _Conn(sock)
         threading.Thread(target=self._read, args=(conn,), name=f"toolserver-modelhost-{self.address}",
                          daemon=True).start()
