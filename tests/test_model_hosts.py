@@ -138,6 +138,15 @@ def test_a_killed_host_fails_its_call_in_flight_and_is_restarted(settings, hosts
         # SRFront reports it as the model being unavailable: the tool answers `sr_unavailable`, saying why
         assert not caller.is_alive() and isinstance(outcome[0], SRUnavailable)
         assert isinstance(outcome[0].__cause__, ModelHostLost) and "went away during the call" in str(outcome[0])
+        both = node_transports(settings, hosts.addresses)  # meanwhile, a worker that knows both hosts goes on
+        served: list[str] = []
+        both["smfanet"].pool.on_served = lambda _model, host: served.append(host)
+        try:
+            for _ in range(3):
+                assert SRFront(both["smfanet"]).upscale(crops(1)[0], 2).image.size == (80, 80)
+            assert served == ["1/cpu"] * 3
+        finally:
+            close(both)
         restarted_from = time.monotonic()
         while not (restarted := hosts.ensure_alive()) and time.monotonic() - restarted_from < 10:
             time.sleep(0.05)  # the kill is seen once the process is reaped
