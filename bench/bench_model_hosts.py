@@ -6,8 +6,9 @@
 S threads (sessions), each enlarging its own crops x4 `--calls` times, through `SRFront` over (a) a
 `LocalTransport` in this process (today's path) and (b) one model host on the same device
 (`ModelHosts(settings, [device])`, the calls crossing its unix socket), measured alternately (each first in turn),
-`--rounds` pairs, medians. Output megapixels per second, the ratio hosts / in process, one call's p50 both ways, and whether the
-outputs are the same bytes. The wire alone: a reply of the x4 size sent there and back over a socket pair.
+`--rounds` pairs, medians. Output megapixels per second, the ratio hosts / in process, one call's p50 both ways,
+and whether the outputs are the same bytes. The wire alone: a reply of the x4 size sent there and back over a
+socket pair.
 """
 
 from __future__ import annotations
