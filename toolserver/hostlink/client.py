@@ -174,7 +174,8 @@ class HostPool:
         self._lock = threading.Lock()
 
     def pick(self, model: str, deadline: float) -> tuple[HostLink, _Conn]:
-        """The host this call goes to (see the module's docstring), connected; ModelHostTimeout at `deadline`."""
+        """The host this call goes to (see the module's docstring), connected and its call counted as outstanding;
+        ModelHostTimeout at `deadline`."""
         while True:
             now = time.monotonic()
             with self._lock:
@@ -183,9 +184,12 @@ class HostPool:
                 order = sorted((link for link in ring if link.usable(now)), key=lambda lk: lk.outstanding[model])
             for link in order:
                 try:
-                    return link, link.connected(deadline)
+                    conn = link.connected(deadline)
                 except ModelHostError:
                     continue
+                with self._lock:
+                    link.outstanding[model] += 1  # counted before the next call picks (the caller uncounts it)
+                return link, conn
             if time.monotonic() >= deadline:
                 why = "; ".join(f"{link.address}: {link.last_error or 'busy'}" for link in self.links)
                 raise ModelHostTimeout(f"no model host answered in time ({why})")
@@ -196,10 +200,9 @@ class HostPool:
         started = time.monotonic()
         deadline = None if timeout_s is None else started + timeout_s
         link, conn = self.pick(model, started + (self.wait_s if timeout_s is None else timeout_s))
-        with self._lock:
-            link.outstanding[model] += 1
         try:
-            value = link.request(op, model, payload, timeout_s, conn, deadline)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            value = link.request(op, model, payload, left, conn, deadline)
         finally:
             with self._lock:
                 link.outstanding[model] -= 1
