@@ -176,6 +176,17 @@ class Settings(BaseSettings):
                                          "that is not full waits for more.")
     sr_cpu_workers: int | None = Field(default=None, description="SMFANet CPU workers (default: one per core).")
     sr_threads: int | None = Field(default=None, description="Torch threads per CPU worker (default: cores/workers).")
+    # The models as processes of their own, one per device, shared by the node's workers (docs/models-on-a-node.md).
+    model_devices: str = Field(default="auto", pattern=r"^\s*(auto|cpu|cuda(:\d+)?)(\s*,\s*(cpu|cuda(:\d+)?))*\s*$",
+                               description="Devices of the model host processes, one host each: `auto` (every visible "
+                               "CUDA device, else one CPU host), or a list such as `cuda:0,cuda:1` or `cpu`.")
+    model_hosts: str = Field(default="", description="Model hosts' socket addresses, comma-separated, that a worker "
+                             "process sends its model calls to (set by the supervisor; empty: the models run in "
+                             "process).")
+    model_host_wait_s: float = Field(default=30.0, gt=0, description="How long a model call without a timeout of its "
+                                     "own waits for some model host to answer (one restarting) before it fails.")
+    model_host_dir: Path | None = Field(default=None, description="Where the model hosts' sockets and key are made "
+                                        "(a private 0700 directory; default: a fresh one under the system's temp).")
 
     documents_dir: Path | None = Field(default=None, description="Document library (default data_dir/documents).")
     chroma_url: str | None = Field(default=None, description="A Chroma server (several replicas); default: an "
@@ -232,6 +243,9 @@ class Settings(BaseSettings):
     png_compress_level: int = Field(default=1, ge=0, le=9, description="zlib level of the Pillow PNG writer.")
     jpeg_quality: int = 95
     webp_quality: int = 90
+
+    def model_host_addresses(self) -> list[str]:
+        return [a.strip() for a in self.model_hosts.split(",") if a.strip()]
 
     def resolved_documents_dir(self) -> Path:
         return self.documents_dir if self.documents_dir is not None else self.data_dir / "documents"

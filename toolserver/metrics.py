@@ -30,6 +30,9 @@ class Metrics:
         self.model_batch_size = Histogram("toolserver_model_batch_size", "For each model call, how many calls (of "
                                           "any sessions) ran in its batch", ["model"], buckets=BATCH_BUCKETS,
                                           registry=r)
+        self.model_served_by = Counter("toolserver_model_calls_served", "Model calls answered by each of the node's "
+                                       "model host processes (`served_by`: index/device)", ["model", "served_by"],
+                                       registry=r)
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
         Gauge(name, doc, registry=self.registry).set_function(fn)

@@ -4,9 +4,10 @@ Built once per `Core`: the session store, the bounded work pool, the models' fro
 encoders) and the document library, the code sandbox and the metrics, with the store's and the pool's gauges
 registered. Nothing here runs a request.
 
-The models (`build_models`) are built here too, for both of their homes: in this process behind a
-`LocalTransport` (uvicorn), or inside their own Ray Serve deployments (`toolserver.rayapp`), which hand the ingress
-a transport per model instead.
+The models (`build_models`) are built here too, for each of their homes: in this process behind a
+`LocalTransport` (uvicorn), in the node's model host processes (`toolserver.core.modelhost`; a worker told their
+addresses by `TOOLSERVER_MODEL_HOSTS` reaches them through `toolserver.hostlink`), or inside their own Ray Serve
+deployments (`toolserver.rayapp`), which hand the ingress a transport per model instead.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from toolserver.core.shared_views import SharedViews
 from toolserver.documents.encoder_service import EncoderFront, EncoderModel
 from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
+from toolserver.hostlink import HostTransport, node_transports
 from toolserver.metrics import Metrics
 from toolserver.pool import WorkPool
 from toolserver.sandbox.budget import Promise, budget_mb, fit
@@ -51,6 +53,8 @@ class Services:
     @classmethod
     def build(cls, s: Settings, transports: dict[str, Transport] | None = None) -> Services:
         """`transports`: how to reach each model (by `MODEL_NAMES`); by default the models run in this process."""
+        if transports is None and s.model_host_addresses():  # a worker of a node whose models run in model hosts
+            transports = node_transports(s, names=MODEL_NAMES)
         if transports is None:
             transports = {name: LocalTransport(model, batch_rule(s, name)) for name, model in build_models(s).items()}
         heavy_workers = s.heavy_workers
@@ -67,6 +71,9 @@ class Services:
             sandbox = cast(Sandbox, RemoteSandbox(s.node_sandbox, bytes.fromhex(s.node_key), executed))
         else:
             sandbox = build_sandbox(s, on_execution=executed)
+        for transport in transports.values():
+            if isinstance(transport, HostTransport):  # which model host served each call
+                transport.pool.on_served = lambda model, host: metrics.model_served_by.labels(model, host).inc()
         pool = WorkPool(s.threads, s.queue_limit, s.retry_after_s, heavy_workers=heavy_workers,
                         heavy_nice=s.heavy_nice, code_workers=sandbox.config.slots)
 

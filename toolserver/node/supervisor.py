@@ -198,6 +198,7 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
 
     `extra_services(worker_settings) -> (settings, tick, stop)` starts what else the workers share (the model
     hosts): it returns their settings, a check run every tick (restart what died) and how to stop them."""
+    from toolserver.core.modelhosts import ModelHosts
     from toolserver.core.wiring import build_sandbox
     from toolserver.sandbox.remote import SandboxHost
 
@@ -208,6 +209,9 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
         settings.chroma_url is None and NodeChroma.wanted()) else None
     key = secrets.token_bytes(32)
     sandbox = SandboxHost(directory, key, build_sandbox(settings).config)  # the node's one sandbox
+    # The models: one host process per device (settings.model_devices), batching every worker's calls.
+    hosts = None if settings.model_host_addresses() else ModelHosts(
+        settings.model_copy(update={"model_host_dir": settings.model_host_dir or directory / "models"}))
     stop_extra: Callable[[], None] = lambda: None  # noqa: E731
     tick: Callable[[], None] = lambda: None  # noqa: E731
     children: list[ChildService] = [c for c in (redis, chroma) if c is not None]
@@ -215,9 +219,12 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
         for child in children:
             child.start()
         sandbox.start()
+        if hosts is not None:
+            hosts.start()
         shared = worker_settings(settings, directory, redis.url if redis else None, n).model_copy(
             update={"node_sandbox": sandbox.address, "node_key": key.hex(),
-                    **({"chroma_url": chroma.url} if chroma else {})})
+                    **({"chroma_url": chroma.url} if chroma else {}),
+                    **({"model_hosts": ",".join(hosts.addresses)} if hosts else {})})
         if extra_services is not None:
             shared, tick, stop_extra = extra_services(shared)
         sock = bind(settings.host, settings.port)
@@ -232,6 +239,8 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
                     supervisor.fail(f"the node's {child.name} died")
             try:
                 sandbox.ensure_alive()
+                if hosts is not None:
+                    hosts.ensure_alive()
                 tick()
             except Exception as exc:  # a model host that cannot be restarted
                 supervisor.fail(f"{type(exc).__name__}: {exc}")
@@ -239,6 +248,8 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
         return supervisor.run(sock, shared, check)
     finally:
         stop_extra()
+        if hosts is not None:
+            hosts.stop()
         sandbox.stop()
         for child in children:
             child.stop()

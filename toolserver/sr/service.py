@@ -129,3 +129,5 @@ class SRFront(ModelFront):
             return self.transport.call_many(requests, None if timeout is None else timeout + 30.0)
         except TimeoutError as exc:
             raise SRTimeout("super-resolution did not finish before the deadline") from exc
+        except ConnectionError as exc:  # the model's process went away, or none answers (toolserver.hostlink)
+            raise SRUnavailable(str(exc)) from exc
