@@ -102,6 +102,7 @@ class Core:
                 await self._sweeper
             self._sweeper = None
         self.pool.shutdown()
+        await self._delivery.close()
         self.services.sandbox.stop()
         self.sr.close()
         self.documents.close()
@@ -126,6 +127,7 @@ class Core:
             self.store.sweep()
             with contextlib.suppress(ServiceError, OSError):  # a store outage: the next sweep tries again
                 await self._delivery.sweep_outputs()
+                await self._delivery.sweep_shm()
                 await self._close_workers_of_gone_sessions()
 
     async def readiness(self, *, draining: bool = False) -> Readiness:
