@@ -5,19 +5,22 @@ are written one at a time (12 ms for a 1 MP super-resolution output on a 16-core
 whatever the cores), and while one is written no other thread of the process runs, the event loop included.
 Pillow's encoders (JPEG, WebP, zlib PNG) release it and need none of this.
 
-Here the raw pixels go to one of `processes` spawned workers, which run the very same fpng call and send the bytes
-back: the same bytes as in the calling thread, while the caller's process holds the GIL only to hand over the
-pixels (a copy) and take the answer. A pool that broke (a worker killed) is replaced, and the encode is done in
-the calling thread meanwhile, so no call fails for it.
+Here the raw pixels go down a pipe to one of `processes` spawned workers, which run the very same fpng call and
+send the bytes back: the same bytes as in the calling thread, while the caller holds its process's GIL only to
+hand over the pixels and take the answer (a pipe's reads and writes release it). Each worker has its own pipe and
+serves one caller at a time, with no thread in between (a `ProcessPoolExecutor` adds a feeder and a manager thread,
+two more hand-offs). A worker that died (killed, out of memory) is replaced, and that encode is done in the
+calling thread, so no call fails for it.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
+from typing import Any
 
 
 def default_processes(cores: int | None = None) -> int:
@@ -32,41 +35,126 @@ def _encode(raw: bytes, width: int, height: int, channels: int) -> bytes:
     return bytes(fpng.from_bytes(raw, width, height, channels))
 
 
+def _serve(conn: Connection) -> None:
+    """A worker: (width, height, channels) then the raw pixels in; the PNG out (b"" where fpng failed)."""
+    while True:
+        try:
+            width, height, channels = conn.recv()
+            raw = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        try:
+            png = _encode(raw, width, height, channels)
+        except Exception:
+            png = b""
+        conn.send_bytes(png)
+
+
+class _Worker:
+    def __init__(self, context: Any):
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child,), name="toolserver-encode", daemon=True)
+        self.process.start()
+        child.close()
+
+    def encode(self, raw: bytes, width: int, height: int, channels: int) -> bytes:
+        self.conn.send((width, height, channels))
+        self.conn.send_bytes(raw)
+        png = self.conn.recv_bytes()
+        if not png:
+            raise ValueError("fpng failed in the encode process")
+        return png
+
+    def close(self) -> None:
+        self.conn.close()
+        self.process.join(1)
+        if self.process.is_alive():
+            self.process.kill()
+
+
 class EncodePool:
     """`fpng(raw, width, height, channels)`: the PNG, written in a worker process. Thread-safe."""
 
     def __init__(self, processes: int):
         self.processes = processes
-        self._executor: ProcessPoolExecutor | None = None
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._lock = threading.Lock()
+        self._started = 0
         self._closed = False
-        self.fallbacks = 0  # encodes done in the calling thread because the pool was broken
+        self.fallbacks = 0  # encodes done in the calling thread because their worker died
+
+    def start(self) -> None:
+        """Every worker started now (≈ 0.5 s each to spawn), rather than at the first encodes that need them."""
+        while True:
+            with self._lock:
+                if self._closed or self._started >= self.processes:
+                    return
+                self._started += 1
+            try:
+                worker = _Worker(multiprocessing.get_context("spawn"))
+            except BaseException:
+                with self._lock:
+                    self._started -= 1
+                raise
+            self._give_back(worker)
 
     def fpng(self, raw: bytes, width: int, height: int, channels: int) -> bytes:
-        executor = self._get()
-        if executor is None:
+        worker = self._take()
+        if worker is None:
             return _encode(raw, width, height, channels)
         try:
-            return executor.submit(_encode, raw, width, height, channels).result()
-        except BrokenProcessPool:
+            png = worker.encode(raw, width, height, channels)
+        except (EOFError, OSError, BrokenPipeError):  # the worker died: replaced, and this encode done here
+            worker.close()
             with self._lock:
-                if self._executor is executor:
-                    self._executor = None  # the next encode starts a fresh pool
+                self._started -= 1
             self.fallbacks += 1
             return _encode(raw, width, height, channels)
+        except ValueError:  # fpng itself failed: the caller falls back to Pillow, as in a thread
+            self._give_back(worker)
+            raise
+        self._give_back(worker)
+        return png
 
-    def _get(self) -> ProcessPoolExecutor | None:
+    def _take(self) -> _Worker | None:
         with self._lock:
             if self._closed or self.processes <= 0:
                 return None
-            if self._executor is None:
-                # spawn, not fork: the server's process has threads (and perhaps CUDA), which a fork would copy
-                self._executor = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
-            return self._executor
+            try:
+                return self._idle.get_nowait()
+            except queue.Empty:
+                if self._started < self.processes:
+                    self._started += 1
+                    start = True
+                else:
+                    start = False
+        if start:
+            try:  # spawn, not fork: the server's process has threads (and perhaps CUDA), which a fork would copy
+                return _Worker(multiprocessing.get_context("spawn"))
+            except BaseException:
+                with self._lock:
+                    self._started -= 1
+                raise
+        return self._idle.get()  # every worker busy: wait for one (None: the pool closed)
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            closed = self._closed
+        if closed:
+            worker.close()
+        else:
+            self._idle.put(worker)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            started = self._started
+        while True:  # the idle workers end now; busy ones when they are given back
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if worker is not None:
+                worker.close()
+        for _ in range(started):  # wakes any caller waiting for a worker: it encodes in its own thread
+            self._idle.put(None)

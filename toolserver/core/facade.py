@@ -85,6 +85,8 @@ class Core:
         if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.has_documents():
             # Loading sentence-transformers takes seconds: do it before the first query needs it.
             threading.Thread(target=self.documents.warm_up, name="toolserver-doc-warmup", daemon=True).start()
+        if self._delivery.encoders.processes:  # fpng's encode processes spawn (≈ 0.5 s each) before they are needed
+            threading.Thread(target=self._delivery.encoders.start, name="toolserver-encode-start", daemon=True).start()
         # The resize kernels load (or compile, once per machine) and check themselves against Pillow (≈ 1 s):
         # before the first crop, not during it.
         threading.Thread(target=resample.exact_here, name="toolserver-resample-check", daemon=True).start()
