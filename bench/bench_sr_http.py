@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import io
 import os
 import re
@@ -42,11 +43,16 @@ MODES = ("inline:png", "inline:jpeg", "shm:png")
 _STAGE = re.compile(r'^toolserver_delivery_seconds_(sum|count)\{stage="(\w+)"\} (\S+)$', re.MULTILINE)
 
 
-def crop(index: int, side: int) -> Image.Image:
-    """The `index`-th side x side crop of a shared photograph (each session its own)."""
+@functools.lru_cache(maxsize=16)
+def _photo(index: int) -> Image.Image:
     photos = sorted(PHOTOS.glob("*.jpg"))
     with Image.open(photos[index % len(photos)]) as img:
-        page = img.convert("RGB")
+        return img.convert("RGB")
+
+
+def crop(index: int, side: int) -> Image.Image:
+    """The `index`-th side x side crop of a shared photograph (each session its own)."""
+    page = _photo(index % len(list(PHOTOS.glob("*.jpg"))))
     x = (index * 97) % max(1, page.width - side)
     y = (index * 53) % max(1, page.height - side)
     return page.crop((x, y, x + side, y + side))
@@ -85,12 +91,16 @@ async def _run(base_url: str, sessions: int, calls: int, delivery: str, fmt: str
                          (side * scale, {"image": 0, "bbox_2d": [0, 0, 999, 999]}))
     limits = httpx.Limits(max_connections=sessions + 2, max_keepalive_connections=sessions + 2)
     async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as http:
-        sids = []
-        for i in range(sessions):
-            r = await http.post("/v1/sessions", json={"images": [{"data": _png_b64(crop(i, upload))}],
-                                                      "output": {"delivery": delivery, "format": fmt}})
-            r.raise_for_status()
-            sids.append(r.json()["session_id"])
+        gate = asyncio.Semaphore(8)
+
+        async def create(i: int) -> str:
+            async with gate:
+                r = await http.post("/v1/sessions", json={"images": [{"data": _png_b64(crop(i, upload))}],
+                                                          "output": {"delivery": delivery, "format": fmt}})
+                r.raise_for_status()
+                return str(r.json()["session_id"])
+
+        sids = await asyncio.gather(*(create(i) for i in range(sessions)))
         latencies: list[float] = []
         server: list[float] = []
         probes: list[float] = []
@@ -124,8 +134,7 @@ async def _run(base_url: str, sessions: int, calls: int, delivery: str, fmt: str
         done = True
         await prober
         after = await _stages(http)
-        for sid in sids:
-            await http.delete(f"/v1/sessions/{sid}")
+        await asyncio.gather(*(http.delete(f"/v1/sessions/{sid}") for sid in sids))
     stages = {stage: round((after[stage][0] - before.get(stage, [0, 0])[0]) * 1e3 / n, 3)
               for stage in after if (n := after[stage][1] - before.get(stage, [0, 0])[1]) > 0}
     return {"tool": tool, "delivery": delivery, "format": fmt, "sessions": sessions, "calls": sessions * calls,

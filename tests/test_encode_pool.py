@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import time
 
 import fpng
 from fastapi.testclient import TestClient
@@ -15,6 +16,13 @@ from tests.conftest import PHOTOS, b64, photo, png_bytes
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.encodepool import EncodePool, default_processes
+
+
+def wait_for_worker(pool: EncodePool, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while pool._idle.qsize() == 0 or pool._starting:
+        assert time.monotonic() < deadline, "no encode worker started"
+        time.sleep(0.05)
 
 
 def test_default_counts():
@@ -28,15 +36,20 @@ def test_the_pool_writes_fpngs_very_bytes_and_survives_a_dead_worker():
     expected = fpng.from_bytes(raw, 300, 200, 3)
     pool = EncodePool(1)
     try:
-        assert pool.fpng(raw, 300, 200, 3) == expected
+        assert pool.fpng(raw, 300, 200, 3) == expected  # no worker yet: it starts, and this encode runs here
+        pool.start()
+        wait_for_worker(pool)
+        assert pool.fpng(raw, 300, 200, 3) == expected  # in the worker
         worker = pool._idle.queue[0]
         assert worker is not None and worker.process.pid != os.getpid()
         os.kill(worker.process.pid, signal.SIGKILL)
         worker.process.join(5)
         assert pool.fpng(raw, 300, 200, 3) == expected  # in the calling thread this once
         assert pool.fallbacks == 1
-        assert pool.fpng(raw, 300, 200, 3) == expected  # a fresh worker
+        assert pool.fpng(raw, 300, 200, 3) == expected  # here again, while a fresh worker starts
+        wait_for_worker(pool)
         assert pool._idle.queue[0] is not worker and pool._idle.queue[0].process.is_alive()
+        assert pool.fpng(raw, 300, 200, 3) == expected and pool.fallbacks == 1
     finally:
         pool.close()
     assert pool.fpng(raw, 300, 200, 3) == expected  # closed: in the calling thread

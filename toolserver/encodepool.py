@@ -73,30 +73,23 @@ class _Worker:
 
 
 class EncodePool:
-    """`fpng(raw, width, height, channels)`: the PNG, written in a worker process. Thread-safe."""
+    """`fpng(raw, width, height, channels)`: the PNG, written in a worker process. Thread-safe. No call waits for a
+    worker to start: while none is free and one is starting, the encode runs in the calling thread."""
 
     def __init__(self, processes: int):
         self.processes = processes
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._lock = threading.Lock()
-        self._started = 0
+        self._started = 0  # workers alive or starting
+        self._starting = 0
         self._closed = False
         self.fallbacks = 0  # encodes done in the calling thread because their worker died
 
     def start(self) -> None:
-        """Every worker started now (≈ 0.5 s each to spawn), rather than at the first encodes that need them."""
-        while True:
-            with self._lock:
-                if self._closed or self._started >= self.processes:
-                    return
-                self._started += 1
-            try:
-                worker = _Worker(multiprocessing.get_context("spawn"))
-            except BaseException:
-                with self._lock:
-                    self._started -= 1
-                raise
-            self._give_back(worker)
+        """Every worker started now (≈ 0.5 s each to spawn), rather than when encodes first need them. Called at
+        server start, from a thread at normal priority (a spawned worker inherits its thread's nice value)."""
+        while self._claim():
+            self._spawn()
 
     def fpng(self, raw: bytes, width: int, height: int, channels: int) -> bytes:
         worker = self._take()
@@ -104,7 +97,7 @@ class EncodePool:
             return _encode(raw, width, height, channels)
         try:
             png = worker.encode(raw, width, height, channels)
-        except (EOFError, OSError, BrokenPipeError):  # the worker died: replaced, and this encode done here
+        except (EOFError, OSError):  # the worker died: replaced, and this encode done here
             worker.close()
             with self._lock:
                 self._started -= 1
@@ -116,6 +109,27 @@ class EncodePool:
         self._give_back(worker)
         return png
 
+    def _claim(self) -> bool:
+        """Whether the caller may start one more worker (counted as starting)."""
+        with self._lock:
+            if self._closed or self._started >= self.processes:
+                return False
+            self._started += 1
+            self._starting += 1
+            return True
+
+    def _spawn(self) -> None:
+        try:  # spawn, not fork: the server's process has threads (and perhaps CUDA), which a fork would copy
+            worker = _Worker(multiprocessing.get_context("spawn"))
+        except BaseException:
+            with self._lock:
+                self._started -= 1
+                self._starting -= 1
+            raise
+        with self._lock:
+            self._starting -= 1
+        self._give_back(worker)
+
     def _take(self) -> _Worker | None:
         with self._lock:
             if self._closed or self.processes <= 0:
@@ -123,18 +137,11 @@ class EncodePool:
             try:
                 return self._idle.get_nowait()
             except queue.Empty:
-                if self._started < self.processes:
-                    self._started += 1
-                    start = True
-                else:
-                    start = False
-        if start:
-            try:  # spawn, not fork: the server's process has threads (and perhaps CUDA), which a fork would copy
-                return _Worker(multiprocessing.get_context("spawn"))
-            except BaseException:
-                with self._lock:
-                    self._started -= 1
-                raise
+                wait = self._starting == 0 and self._started >= self.processes
+        if not wait:  # a worker is starting (or may be): this encode runs here meanwhile
+            if self._claim():
+                threading.Thread(target=self._spawn, name="toolserver-encode-start", daemon=True).start()
+            return None
         return self._idle.get()  # every worker busy: wait for one (None: the pool closed)
 
     def _give_back(self, worker: _Worker) -> None:
