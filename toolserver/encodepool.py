@@ -37,6 +37,8 @@ def _encode(raw: bytes, width: int, height: int, channels: int) -> bytes:
 
 def _serve(conn: Connection) -> None:
     """A worker: (width, height, channels) then the raw pixels in; the PNG out (b"" where fpng failed)."""
+    import fpng  # noqa: F401  (loaded before the first encode waits for it)
+
     while True:
         try:
             width, height, channels = conn.recv()
