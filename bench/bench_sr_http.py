@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import io
 import os
@@ -187,7 +188,7 @@ def main() -> None:
     parser.add_argument("--side", type=int, default=None, help="crop side (default 256 on CUDA, else 48)")
     parser.add_argument("--modes", nargs="+", default=list(MODES), help="delivery:format, e.g. inline:png ref:png")
     parser.add_argument("--encode-processes", nargs="+", default=["auto"],
-                        help="one server per value, measured side by side (0: fpng in threads)")
+                        help="one server per value, all up at once and measured alternately (0: fpng in threads)")
     parser.add_argument("--decode", action="store_true", help="time until the client holds the pixels")
     parser.add_argument("--device", default=None, help="the front's device (default: cuda when present)")
     parser.add_argument("--skip-front", action="store_true")
@@ -201,22 +202,24 @@ def main() -> None:
     side = args.side or (256 if device != "cpu" else 48)
     report: dict[str, Any] = {"side": side, "out_side": side * 4, "device": device, "cores": os.cpu_count(),
                               "calls_per_session": args.calls, "servers": {}}
-    for processes in args.encode_processes:
-        with tempfile.TemporaryDirectory(dir=_tmpfs()) as tmp, Server(_server_env(Path(tmp) / "shm", processes),
-                                                                   start_timeout_s=120) as server:
-            run(server.url, 1, 1, "inline", "png", side=side, tool=args.tool)  # the network loaded, pools started
-            rows = []
-            for level in args.levels:
-                for mode in args.modes:
-                    delivery, fmt = mode.split(":")
-                    rows.append(run(server.url, level, args.calls, delivery, fmt, side=side, decode=args.decode,
-                                    tool=args.tool))
-                    print(orjson.dumps({"encode_processes": processes, **rows[-1]}).decode(), flush=True)
-            report["servers"][f"encode_processes={processes}"] = rows
+    with contextlib.ExitStack() as stack:  # every server up at once, measured alternately (ABBA), row by row
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=_tmpfs())))
+        servers = {p: stack.enter_context(Server(_server_env(tmp / f"shm-{i}", p), start_timeout_s=120))
+                   for i, p in enumerate(args.encode_processes)}
+        for server in servers.values():
+            run(server.url, 2, 1, "inline", "png", side=side, tool=args.tool)  # the network loaded, pools started
+        rows: dict[str, list[dict[str, Any]]] = {p: [] for p in servers}
+        for k, (level, mode) in enumerate((level, mode) for level in args.levels for mode in args.modes):
+            delivery, fmt = mode.split(":")
+            for processes, server in list(servers.items())[:: 1 if k % 2 == 0 else -1]:
+                rows[processes].append(run(server.url, level, args.calls, delivery, fmt, side=side,
+                                           decode=args.decode, tool=args.tool))
+                print(orjson.dumps({"encode_processes": processes, **rows[processes][-1]}).decode(), flush=True)
+        report["servers"] = {f"encode_processes={p}": r for p, r in rows.items()}
     if not args.skip_front and args.tool == "super_resolution":
         report["front_mp_per_s"] = front_rate(side, args.levels, args.calls, device)
-        for rows in report["servers"].values():
-            for row in rows:
+        for server_rows in report["servers"].values():
+            for row in server_rows:
                 row["over_front"] = round(row["mp_per_s"] / report["front_mp_per_s"][row["sessions"]], 3)
     print_report(report, args.json)
 
