@@ -201,3 +201,13 @@ def test_a_bad_handle_says_what_is_wrong(tmp_path):
         read_shm(good.model_copy(update={"mode": "CMYK"}))
     with pytest.raises(ShmHandleGone, match="gone before its expiry"):
         read_shm(good.model_copy(update={"path": str(tmp_path / "missing.pixels")}))
+
+
+def test_a_retried_call_answers_the_same_handle_and_runs_once(http):
+    sid = shm_session(http)
+    headers = {"Idempotency-Key": "k-1"}
+    first = http.post(f"/v1/sessions/{sid}/tools/zoom_in", json=ZOOM, headers=headers).json()
+    again = http.post(f"/v1/sessions/{sid}/tools/zoom_in", json=ZOOM, headers=headers).json()
+    assert first["images"][0]["shm"] == again["images"][0]["shm"]
+    assert read_shm(ShmHandle.model_validate(again["images"][0]["shm"])).shape[2] == 3
+    assert http.get(f"/v1/sessions/{sid}").json()["tool_calls"] == 1
