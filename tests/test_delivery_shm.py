@@ -211,3 +211,17 @@ def test_a_retried_call_answers_the_same_handle_and_runs_once(http):
     assert first["images"][0]["shm"] == again["images"][0]["shm"]
     assert read_shm(ShmHandle.model_validate(again["images"][0]["shm"])).shape[2] == 3
     assert http.get(f"/v1/sessions/{sid}").json()["tool_calls"] == 1
+
+
+def test_with_redis_any_replica_reads_and_removes_and_a_stop_leaves_live_sessions_files(tmp_path, redis_server):
+    settings = shm_settings(tmp_path, session_store="redis", redis_url=redis_server.url)
+    with TestClient(create_app(settings)) as one, TestClient(create_app(settings)) as two:
+        sid = shm_session(one)
+        handle = ShmHandle.model_validate(two.post(f"/v1/sessions/{sid}/tools/zoom_in", json=ZOOM)
+                                          .json()["images"][0]["shm"])
+        assert np.array_equal(read_shm(handle), png_pixels(one, sid, "observation_1"))  # the stored PNG's pixels
+        kept = ShmHandle.model_validate(one.post(f"/v1/sessions/{shm_session(one)}/tools/zoom_in", json=ZOOM)
+                                        .json()["images"][0]["shm"])
+        assert one.delete(f"/v1/sessions/{sid}").status_code == 204  # released through the other replica
+        assert not Path(handle.path).exists()
+    assert Path(kept.path).is_file()  # its session lives in Redis after both stopped: the sweep or its TTL ends it

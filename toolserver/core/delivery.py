@@ -62,8 +62,8 @@ class Delivery:
     async def close(self) -> None:
         """At server stop: the encode processes, and the `shm` files of a store that ends with this process."""
         self.encoders.close()
-        if not self.services.store.stores_encoded:  # the in-memory store: its sessions end with the process
-            await asyncio.to_thread(self.shm.stop)
+        if self.services.store.kind == "memory":  # this process's own sessions, which end with it (a shared store's
+            await asyncio.to_thread(self.shm.stop)   # sessions live on, served by other processes: their files too)
 
     def encode(self, img: Image.Image | ImageEntry, fmt: str) -> bytes:
         """Encode for output (in a worker thread: an entry's pixels may first have to be loaded). A derived image
