@@ -68,4 +68,7 @@ def test_inline_png_bytes_are_the_same_with_and_without_encode_processes(tmp_pat
             answers.append(base64.b64decode(r.json()["images"][0]["data"]))
             encoders = http.app.state.core._delivery.encoders
             assert (encoders._started > 0) == (processes > 0)  # the encode went through a worker process
+            metrics = http.get("/metrics").text  # each stage of the delivery, timed
+            assert 'toolserver_delivery_seconds_count{stage="encode"} 1.0' in metrics
+            assert 'toolserver_delivery_seconds_count{stage="base64"} 1.0' in metrics
     assert answers[0] == answers[1] and answers[0].startswith(b"\x89PNG")
