@@ -50,14 +50,14 @@ def free_port() -> int:
 class Server:
     """`toolserver serve` in a child process on a free loopback port."""
 
-    def __init__(self, env: dict[str, str] | None = None, port: int | None = None):
+    def __init__(self, env: dict[str, str] | None = None, port: int | None = None, start_timeout_s: float = 30.0):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # One process unless asked (`TOOLSERVER_WORKERS`): the benches compare one server with its peers.
         full_env = {**os.environ, "TOOLSERVER_PORT": str(self.port), "TOOLSERVER_WORKERS": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "toolserver.cli", "serve", "--log-level", "warning"],
                                      env=full_env)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + start_timeout_s
         while time.monotonic() < deadline:
             try:
                 if httpx.get(self.url + "/healthz", timeout=0.5).status_code == 200:

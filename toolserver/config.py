@@ -37,6 +37,16 @@ class Settings(BaseSettings):
     output_dir_max_bytes: int = Field(default=20 * GiB, ge=0, description=(
         "Bound on the files `path` delivery keeps in the output directory; a call that would pass it answers 507 "
         "`output_dir_full` and records nothing (files go with their sessions: release, expiry, eviction)."))
+    shm_delivery: bool = Field(default=False, description=(
+        "Allow `shm` delivery: a tool image's raw pixels written once to a file in `shm_dir` (shared memory) and "
+        "handed over by name to a trainer on the same host. Off unless set (docs/delivery.md)."))
+    shm_dir: Path = Field(default=Path("/dev/shm/toolserver"), description=(
+        "The private directory (mode 0700, made at the first write) of `shm` delivery's files; every worker process "
+        "of one server on a host uses the same one."))
+    shm_max_bytes: int = Field(default=8 * GiB, ge=0, description=(
+        "Bound on the bytes of `shm` files held at once; a call that would pass it answers 507 `shm_full`."))
+    shm_ttl_s: float = Field(default=600.0, gt=0, description=(
+        "How long an `shm` file lives at most (it goes earlier with its session); reading it later is an error."))
     allowed_roots: list[Path] = Field(
         default_factory=list, description="Server paths that image/document `path` inputs may read from."
     )
@@ -241,6 +251,10 @@ class Settings(BaseSettings):
         default="auto", description="Lossless PNG writer: `auto` uses fpng when installed (≈10× faster than zlib "
         "level 1, same pixels), `pillow` always uses Pillow's zlib.")
     png_compress_level: int = Field(default=1, ge=0, le=9, description="zlib level of the Pillow PNG writer.")
+    encode_processes: int | None = Field(default=None, ge=0, le=64, description=(
+        "Processes that write fpng's PNGs (fpng holds the GIL for the whole encode, so in threads the encodes of "
+        "all calls run one at a time and stall the event loop); 0: in the calling thread. Default: a quarter of "
+        "the cores, at most 8, and 0 on fewer than 4 cores."))
     jpeg_quality: int = 95
     webp_quality: int = 90
 

@@ -17,6 +17,7 @@ import os
 import re
 import threading
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -216,15 +217,23 @@ def fpng_available() -> bool:
     return fpng is not None
 
 
-def encode_png(img: Image.Image, *, level: int = 1, encoder: str = "auto") -> bytes:
+FpngWriter = Callable[[bytes, int, int, int], bytes]  # (raw pixels, width, height, channels) -> PNG
+
+
+def encode_png(img: Image.Image, *, level: int = 1, encoder: str = "auto",
+               fpng_writer: FpngWriter | None = None) -> bytes:
     """Lossless PNG. fpng where it can (RGB/RGBA, installed), else Pillow's zlib at `level`.
 
     Both decode to the same pixels; fpng's files are a few percent larger than zlib level 1.
     `encoder="fpng"` still falls back for modes fpng cannot write, so the call never fails for a mode.
+    `fpng_writer`: where fpng runs (`toolserver.encodepool`: in another process, since it holds the GIL); the
+    same bytes either way.
     """
     channels = _FPNG_CHANNELS.get(img.mode)
     if encoder != "pillow" and fpng is not None and channels is not None and img.width and img.height:
         try:
+            if fpng_writer is not None:
+                return fpng_writer(img.tobytes(), img.width, img.height, channels)
             return fpng.from_bytes(img.tobytes(), img.width, img.height, channels)
         except Exception:  # any failure of the fast path falls back to the reference encoder
             pass
@@ -234,10 +243,10 @@ def encode_png(img: Image.Image, *, level: int = 1, encoder: str = "auto") -> by
 
 
 def encode_image(img: Image.Image, fmt: str, *, png_level: int = 1, jpeg_quality: int = 95,
-                 webp_quality: int = 90, png_encoder: str = "auto") -> bytes:
+                 webp_quality: int = 90, png_encoder: str = "auto", fpng_writer: FpngWriter | None = None) -> bytes:
     """Encode for output: lossless PNG by default (fpng when installed), JPEG or WebP by choice."""
     if fmt == "png":
-        return encode_png(img, level=png_level, encoder=png_encoder)
+        return encode_png(img, level=png_level, encoder=png_encoder, fpng_writer=fpng_writer)
     buf = io.BytesIO()
     if fmt == "jpeg":
         img.save(buf, format="JPEG", quality=jpeg_quality)

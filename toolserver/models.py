@@ -67,7 +67,10 @@ class OutputSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["png", "jpeg", "webp"] = "png"
-    delivery: Literal["inline", "ref", "path"] = "inline"
+    delivery: Literal["inline", "ref", "path", "shm"] = Field(default="inline", description=(
+        "`inline`: the encoded image in the answer; `ref`: a URL to GET it; `path`: a file in the shared output "
+        "directory; `shm`: its raw pixels in shared memory, for a trainer on the same host (server setting "
+        "`shm_delivery`; docs/delivery.md)."))
 
 
 def _not_a_dot_segment(key: str) -> str:
@@ -248,6 +251,19 @@ class AddedTexts(BaseModel):
     texts: list[str]
 
 
+class ShmHandle(BaseModel):
+    """Where `shm` delivery left an image's raw pixels: `height` rows of `width` pixels, `mode` (Pillow's name;
+    RGB: 3 bytes a pixel), row after row, `nbytes` in all, in the file `path` on the server's host. The file goes
+    with its session, or at `expires_at` (Unix time) at the latest."""
+
+    path: str
+    width: int
+    height: int
+    mode: str
+    nbytes: int
+    expires_at: float
+
+
 class ResultImage(BaseModel):
     key: str
     index: int
@@ -260,6 +276,7 @@ class ResultImage(BaseModel):
         "is carried once: in `observation` (as a data URL), and `data` here is null."))
     url: str | None = Field(default=None, description="GET it, for `ref` delivery")
     path: str | None = Field(default=None, description="a file in the shared directory, for `path` delivery")
+    shm: ShmHandle | None = Field(default=None, description="the raw pixels in shared memory, for `shm` delivery")
 
     def content(self) -> bytes:
         """The encoded image's bytes, whichever way they travelled (inline delivery only)."""

@@ -10,7 +10,9 @@ Images go up once per session (PIL images, local paths and bytes as multipart fi
 server path, a URL or a data URI) and are then named by key. Tool failures are results (`ok=False`, text for
 the model); protocol failures raise `ToolServerError` subclasses. 429 and 503 answers are retried with
 exponential backoff that honours `Retry-After`; so are connections that never reached the server. A read
-timeout is not retried (the call may have run) and raises `ToolServerTimeout`.
+timeout is not retried (the call may have run) and raises `ToolServerTimeout`. A session created with
+`output={"delivery": "shm"}` on the server's host gets its tool images as raw pixels in shared memory:
+`read_shm(result.images[0])` maps them as a numpy array (`shm_image` for a PIL image).
 """
 
 # Besides `__all__`, the names the single-module client had (the default URL, the input types, the models its
@@ -26,6 +28,7 @@ from toolserver.client.errors import (
 from toolserver.client.payloads import DEFAULT_URL as DEFAULT_URL
 from toolserver.client.payloads import ImageLike as ImageLike
 from toolserver.client.payloads import ImageMessage as ImageMessage
+from toolserver.client.shm import ShmHandleGone, read_shm, shm_image
 from toolserver.client.sync import Client, Session
 from toolserver.models import ActResponse as ActResponse
 from toolserver.models import AddedImages as AddedImages
@@ -49,8 +52,11 @@ __all__ = [
     "ImageInput",
     "Session",
     "SessionNotFound",
+    "ShmHandleGone",
     "ToolServerError",
     "ToolServerOverloaded",
     "ToolServerTimeout",
     "ToolServerUnavailable",
+    "read_shm",
+    "shm_image",
 ]

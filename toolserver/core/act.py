@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolserver.core.calls import IdempotencyKey, ToolCalls
+from toolserver.core.calls import IdempotencyKey, ToolCalls, check_renderable
 from toolserver.core.results import failure
 from toolserver.formats import get_format
 from toolserver.formats.base import IMAGE_MARKERS, NO_TOOL_CALL, CallFormat, Parsed, ParsedCall
@@ -18,6 +18,7 @@ async def act(calls: ToolCalls, session_id: str, text: str, fmt: str = "auto", *
     """Find the tool calls in raw model output, run them, and render the observation. With `idempotency_key`,
     the turn's i-th call is keyed `act:<key>#<i>`: a retried turn runs none of its calls twice."""
     session = await calls.services.store.get(session_id)
+    check_renderable(session)
     call_format = get_profile(session.settings.profile).format if fmt == "auto" else get_format(fmt)
     parsed = call_format.read(text)
     turn = call_format.turn
@@ -42,6 +43,7 @@ async def call_as_turn(calls: ToolCalls, session_id: str, name: str, arguments: 
     """One structured call as a turn of the session's profile: run as `/v1/sessions/{id}/tools/{name}` runs it, then
     reported, rendered and ended by the profile's call format as `/act` does for a turn that holds this one call."""
     session = await calls.services.store.get(session_id)
+    check_renderable(session)
     call_format = get_profile(session.settings.profile).format
     result = await calls.call_tool(session_id, name, arguments, base_url=base_url)
     parsed = Parsed(call_format.name, calls=[ParsedCall(name, arguments)])

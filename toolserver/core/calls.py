@@ -23,7 +23,7 @@ from toolserver.core.delivery import Delivered, Delivery
 from toolserver.core.results import failure, format_validation_error
 from toolserver.core.shared_views import ComputedElsewhere
 from toolserver.core.wiring import Services
-from toolserver.errors import Conflict, SessionGone, TooLarge, ToolFailure
+from toolserver.errors import BadRequest, Conflict, SessionGone, TooLarge, ToolFailure
 from toolserver.imaging import decode_image
 from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.messages import tool_messages
@@ -108,6 +108,7 @@ class ToolCalls:
                                  image_message: str = "tool", *, base_url: str = "") -> ToolCallsResponse:
         """Run OpenAI `tool_calls` in order; returns the messages to append and the raw results. Each call's id
         is its idempotency key: a retried request returns what the calls it already ran returned."""
+        check_renderable(await self.services.store.get(session_id))
         results = []
         for call in tool_calls:
             results.append(await self.call_tool(session_id, call.function.name, call.function.arguments,
@@ -176,6 +177,15 @@ class ToolCalls:
                 if time.monotonic() >= deadline:
                     raise TimeoutError from None
         raise AssertionError("unreachable")
+
+
+def check_renderable(session: SessionMap) -> None:
+    """Messages carry images as data URLs, URLs or files; `shm` delivery's raw pixels are none of those, so a
+    session delivering by `shm` is refused before any call runs (use `POST .../tools/{name}` there)."""
+    if session.settings.output.delivery == "shm":
+        raise BadRequest("this session delivers images by `shm` (raw pixels in shared memory), which a chat message "
+                         "cannot carry; call tools one at a time (POST /v1/sessions/{id}/tools/{name}), or create the "
+                         "session with inline, ref or path delivery", code="shm_not_renderable")
 
 
 def drop_originals(views: Sequence[tuple[ImageEntry, str, Image.Image]], alpha: str) -> None:

@@ -23,11 +23,13 @@ from typing import Any
 import pybase64
 from PIL import Image
 
+from toolserver.core.shm import ShmFiles
 from toolserver.core.wiring import Services
+from toolserver.encodepool import EncodePool, default_processes
 from toolserver.errors import BadRequest, InsufficientStorage, NotFound, ToolFailure
-from toolserver.imaging import OUTPUT_FORMATS, encode_image
+from toolserver.imaging import OUTPUT_FORMATS, encode_image, fpng_available
 from toolserver.memorymap import ImageEntry, RecordedOutcome, SessionMap, compute_view
-from toolserver.models import ErrorInfo, ResultImage, ToolResult
+from toolserver.models import ErrorInfo, ResultImage, ShmHandle, ToolResult
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")  # secrets.token_urlsafe(24), the stores' session ids
@@ -40,6 +42,7 @@ class Delivered:
     mime: str
     data: str | bytes | None = None  # inline delivery: base64 (encoded off the event loop), or the bytes (binary)
     path: str | None = None
+    shm: ShmHandle | None = None
 
 
 class Delivery:
@@ -50,15 +53,30 @@ class Delivery:
         # and at each sweep, counted in between. Another replica sharing the directory is seen at the sweep.
         self._output_bytes: int | None = None
         self._output_lock = threading.Lock()
+        s = self.settings
+        self.shm = ShmFiles(s.shm_dir, s.shm_max_bytes, s.shm_ttl_s, enabled=s.shm_delivery)
+        processes = s.encode_processes if s.encode_processes is not None else default_processes()
+        self.encoders = EncodePool(processes if fpng_available() and s.png_encoder != "pillow" else 0)
+        self._stage = services.metrics.delivery_seconds
+
+    async def close(self) -> None:
+        """At server stop: the encode processes, and the `shm` files of a store that ends with this process."""
+        self.encoders.close()
+        if self.services.store.kind == "memory":  # this process's own sessions, which end with it (a shared store's
+            await asyncio.to_thread(self.shm.stop)   # sessions live on, served by other processes: their files too)
 
     def encode(self, img: Image.Image | ImageEntry, fmt: str) -> bytes:
         """Encode for output (in a worker thread: an entry's pixels may first have to be loaded). A derived image
         shared by several sessions (a view returned as it is, a document stitch) is encoded once for them all."""
         s = self.settings
         pixels = img.pixels if isinstance(img, ImageEntry) else img
-        return self.services.shared.encoding(pixels, fmt, partial(
+        started = time.perf_counter()
+        data = self.services.shared.encoding(pixels, fmt, partial(
             encode_image, pixels, fmt, png_level=s.png_compress_level, jpeg_quality=s.jpeg_quality,
-            webp_quality=s.webp_quality, png_encoder=s.png_encoder))
+            webp_quality=s.webp_quality, png_encoder=s.png_encoder,
+            fpng_writer=self.encoders.fpng if self.encoders.processes else None))
+        self._stage.labels("encode").observe(time.perf_counter() - started)
+        return data
 
     def run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str, delivery: str,
                        store_png: bool, binary: bool = False) -> tuple[ToolOutput, list[Delivered], list[bytes | None]]:
@@ -79,7 +97,13 @@ class Delivery:
             if entry is None and not own_bytes:
                 img.load()  # pixels the session will hold (a result defined by its bytes is held, and stored, as them)
             data, mime = None, OUTPUT_FORMATS[fmt]
-            if delivery != "ref":
+            if delivery == "shm":  # the raw pixels, written once: nothing encoded for the trainer
+                started = time.perf_counter()
+                delivered.append(Delivered(mime="application/octet-stream",
+                                           shm=self.shm.write(ctx.session_id, ctx.observation_key(offset),
+                                                              shown if shown is not None else img)))
+                self._stage.labels("write").observe(time.perf_counter() - started)
+            elif delivery != "ref":
                 encoded = output.encoded_form(offset)
                 if encoded is not None:  # the system's own bytes for this result (they decode to `img` if it says so)
                     data, mime = encoded
@@ -89,7 +113,10 @@ class Delivery:
                 else:
                     data = self.encode(img, fmt)
                 if delivery == "inline":
-                    delivered.append(Delivered(mime=mime, data=data if binary else pybase64.b64encode_as_string(data)))
+                    started = time.perf_counter()
+                    text = data if binary else pybase64.b64encode_as_string(data)
+                    self._stage.labels("base64").observe(time.perf_counter() - started)
+                    delivered.append(Delivered(mime=mime, data=text))
                 else:
                     path = self._write_output(ctx.session_id, ctx.observation_key(offset), mime, data)
                     delivered.append(Delivered(mime=mime, path=str(path)))
@@ -107,6 +134,13 @@ class Delivery:
         directory = self.settings.resolved_output_dir().resolve() / session_id
         if _SESSION_ID.match(session_id) and directory.is_dir():
             await asyncio.to_thread(self._remove_folder, directory)
+        await asyncio.to_thread(self.shm.remove, session_id)
+
+    async def sweep_shm(self) -> int:
+        """`shm` files of sessions that ended without a release, and files past their expiry."""
+        names = await asyncio.to_thread(self.shm.sessions)
+        gone = [name for name in names if not await self.services.store.holds(name)]
+        return await asyncio.to_thread(self.shm.sweep, gone)
 
     async def sweep_outputs(self, min_age_s: float = 60.0) -> int:
         """Output folders of sessions that ended without a release (expired, evicted, another replica's
@@ -186,6 +220,7 @@ class Delivery:
                 out.mime = delivered[i].mime
                 out.data = delivered[i].data
                 out.path = delivered[i].path
+                out.shm = delivered[i].shm
             if session.settings.output.delivery == "ref":
                 out.url = f"{base_url}/v1/sessions/{session.id}/images/{entry.key}"
             images.append(out)

@@ -85,6 +85,8 @@ class Core:
         if self.settings.doc_warm_up and self.documents.embedding_roles() and self.documents.has_documents():
             # Loading sentence-transformers takes seconds: do it before the first query needs it.
             threading.Thread(target=self.documents.warm_up, name="toolserver-doc-warmup", daemon=True).start()
+        if self._delivery.encoders.processes:  # fpng's encode processes spawn (≈ 0.5 s each) before they are needed
+            threading.Thread(target=self._delivery.encoders.start, name="toolserver-encode-start", daemon=True).start()
         # The resize kernels load (or compile, once per machine) and check themselves against Pillow (≈ 1 s):
         # before the first crop, not during it.
         threading.Thread(target=resample.exact_here, name="toolserver-resample-check", daemon=True).start()
@@ -102,6 +104,7 @@ class Core:
                 await self._sweeper
             self._sweeper = None
         self.pool.shutdown()
+        await self._delivery.close()
         self.services.sandbox.stop()
         self.sr.close()
         self.documents.close()
@@ -126,6 +129,7 @@ class Core:
             self.store.sweep()
             with contextlib.suppress(ServiceError, OSError):  # a store outage: the next sweep tries again
                 await self._delivery.sweep_outputs()
+                await self._delivery.sweep_shm()
                 await self._close_workers_of_gone_sessions()
 
     async def readiness(self, *, draining: bool = False) -> Readiness:

@@ -68,6 +68,9 @@ class Intake:
         store = self.services.store
         profile = get_profile(request.profile)
         settings = SessionSettings(**request.model_dump(exclude={"images", "texts"}))
+        if settings.output.delivery == "shm" and not self.settings.shm_delivery:
+            raise BadRequest("`shm` delivery is off on this server (setting `shm_delivery`); use inline, ref or "
+                             "path delivery", code="shm_disabled")
         settings.coords = settings.coords or profile.coords
         settings.view = settings.view or profile.view
         ttl = min(settings.ttl_s or self.settings.default_ttl_s, self.settings.max_ttl_s)

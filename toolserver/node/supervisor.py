@@ -184,6 +184,8 @@ def worker_settings(settings: Settings, node_dir: Path, redis_url: str | None, n
     """What each worker runs with: the node's store, shared MCP sessions, its share of the decoded cache."""
     update: dict[str, object] = {"node_dir": node_dir, "workers": 1, "mcp_sessions": "shared",
                                  "decoded_cache_bytes": max(64 * 1024 * 1024, settings.decoded_cache_bytes // n)}
+    if "encode_processes" not in settings.model_fields_set:  # the workers are the node's parallel encoders
+        update["encode_processes"] = 0
     if redis_url is not None:
         update.update(session_store="redis", redis_url=redis_url)
     return settings.model_copy(update=update)
