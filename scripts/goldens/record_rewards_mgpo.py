@@ -64,6 +64,9 @@ CASES: list[tuple[str, str, str, str, str]] = [
 ]
 
 
+SOURCE = "xinyu1205/verl/" + REF + "@994efbe611e89e5ba153d32c2461a58f45e72e24:compute_score"
+
+
 def main(ref_dir: str, out: str) -> None:
     path = Path(ref_dir) / REF
     spec = importlib.util.spec_from_file_location("high_resolution", path)
@@ -78,12 +81,19 @@ def main(ref_dir: str, out: str) -> None:
             for name, first, inserted, second, truth in CASES:
                 response = first + inserted + second
                 score = module.compute_score(response, truth)
-                cases.append({"name": name, "turns": [first, inserted, second], "response": response,
-                              "ground_truth": truth, "expected": {"total": score, "accuracy": score}})
+                expected = {"total": score, "terms": {"accuracy": score}}
+                turns = [first, second] if inserted else [first]
+                # The response as the trainer decodes it, and the same rollout as its turns alone (toolserver
+                # rebuilds what the reward reads from them).
+                cases.append({"name": name, "episode": {"response": response, "ground_truth": truth},
+                              "expected": expected})
+                cases.append({"name": name + "/turns", "episode": {"turns": turns, "ground_truth": truth},
+                              "expected": expected})
         finally:
             os.chdir(cwd)
-    golden = {"reference": "xinyu1205/verl@994efbe611e89e5ba153d32c2461a58f45e72e24 " + REF,
-              "reference_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "cases": cases}
+    golden = {"profile": "mgpo", "source": SOURCE,
+              "recorded_with": "scripts/goldens/record_rewards_mgpo.py, mathruler 0.1.0; reference file sha256 "
+              + hashlib.sha256(path.read_bytes()).hexdigest(), "cases": cases}
     Path(out).write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
 
 
