@@ -1,4 +1,4 @@
-"""Records tests/data/rewards/nemo_gym_pivot.json by running NeMo Gym's own PivotRL verifier for the image tools
+"""Records tests/data/rewards/nemo_gym.json by running NeMo Gym's own PivotRL verifier for the image tools
 (NVIDIA-NeMo/Gym @ 07d6b0d0, `resources_servers/image_tools/app.py`, `ImageToolsPivotResourcesServer.verify`, with
 the parser and box helpers of `resources_servers/image_tools/base.py`) under its shipped config
 (`resources_servers/image_tools/configs/image_tools_pivot.yaml`: binary, threshold 0.5, target match on, extra
@@ -8,11 +8,14 @@ Stand-ins, and only these: `nemo_gym.base_resources_server` (the server's base c
 `config` and the request's fields, so they are plain pydantic models here), and the Responses API payload of a
 rollout (an object with `output[].content[].text`, what `extract_assistant_text` reads).
 
-The image-tools agent's own reward (its `image_tools_aux_reward`) is recorded with the tools, per session, in
-tests/data/nemo_gym_golden.json by scripts/goldens/record_nemo_gym.py.
+The image-tools agent's own reward (its `image_tools_aux_reward`, from running `_run_image_tools_loop` with the
+tools) was recorded per session in tests/data/nemo_gym_golden.json by scripts/goldens/record_nemo_gym.py; its
+sessions are copied here as episodes: one call per turn that ran or failed one (its reward, the images its
+observation carried), the session's `aux_reward` as the total (the task's base reward 0).
 
     git -C <gym> archive 07d6b0d0 resources_servers/image_tools | tar -x -C <dir>
-    <toolserver venv python> scripts/goldens/record_rewards_nemo_gym.py <dir> tests/data/rewards/nemo_gym_pivot.json
+    <toolserver venv python> scripts/goldens/record_rewards_nemo_gym.py <dir> tests/data/nemo_gym_golden.json \
+        tests/data/rewards/nemo_gym.json
 """
 
 from __future__ import annotations
@@ -166,31 +169,61 @@ def response_of(text: str) -> Any:
     return types.SimpleNamespace(output=[types.SimpleNamespace(content=[chunk])])
 
 
-def main(gym_dir: str, out: str) -> None:
+SOURCE = ("NVIDIA-NeMo/Gym/responses_api_agents/image_tools_agent/app.py@07d6b0d0:ImageToolsAgent.run, "
+          "resources_servers/image_tools/app.py@07d6b0d0:ImageToolsPivotResourcesServer.verify")
+
+
+def pivot_cases(gym_dir: str) -> list[dict[str, Any]]:
     _stand_ins()
     sys.path.insert(0, gym_dir)
     from resources_servers.image_tools import app
 
     shipped = yaml.safe_load((Path(gym_dir) / CONFIG).read_text())
     settings = shipped["image_tools_pivot"]["resources_servers"]["image_tools"]
-    base_config = {k: v for k, v in settings.items()
-                   if k in app.ImageToolsPivotResourcesServerConfig.model_fields}
-    runs: dict[str, Any] = {"shipped": base_config}
-    runs.update({name: {**base_config, **extra} for name, extra in VARIANTS.items()})
-    recorded: dict[str, Any] = {}
-    for run, config in runs.items():
-        server = app.ImageToolsPivotResourcesServer(config=app.ImageToolsPivotResourcesServerConfig(**config))
-        cases = []
+    base_config = {k: v for k, v in settings.items() if k in app.ImageToolsPivotResourcesServerConfig.model_fields}
+    runs: dict[str, dict[str, Any]] = {"shipped": {}, **VARIANTS}
+    cases = []
+    for run, extra in runs.items():
+        server = app.ImageToolsPivotResourcesServer(
+            config=app.ImageToolsPivotResourcesServerConfig(**{**base_config, **extra}))
         for name, text, row in CASES:
             body = app.ImageToolsPivotVerifyRequest(response=response_of(text), **row)
             result = asyncio.run(server.verify(body)).model_dump(mode="json", exclude={"response"})
-            cases.append({"name": name, "text": text, "row": row,
-                          "expected": {k: result[k] for k in FIELDS}})
-        recorded[run] = {"config": config, "cases": cases}
-    golden = {"reference": "NVIDIA-NeMo/Gym@07d6b0d0 " + APP,
-              "reference_sha256": hashlib.sha256((Path(gym_dir) / APP).read_bytes()).hexdigest(), "runs": recorded}
+            episode: dict[str, Any] = {"response": text, "extra": {"verifier": "image_tools_pivot"}}
+            if "expected_action" in row or "expected_answer" in row:
+                episode["ground_truth"] = row.get("expected_action", row.get("expected_answer"))
+            if "metadata" in row:
+                episode["extra"]["metadata"] = row["metadata"]
+            if extra:
+                episode["extra"]["settings"] = extra
+            cases.append({"name": f"pivot/{run}/{name}", "episode": episode,
+                          "expected": {"total": result["reward"], "terms": {"pivot": result["reward"]},
+                                       "details": {k: result[k] for k in FIELDS}}})
+    return cases
+
+
+def agent_cases(tools_golden: str) -> list[dict[str, Any]]:
+    cases = []
+    for session in json.loads(Path(tools_golden).read_text())["sessions"]:
+        calls = []
+        for turn in session["turns"]:
+            if "appended" in turn:
+                images = sum(1 for part in turn["appended"] if isinstance(part, dict) and "image" in part)
+                calls.append({"tool": "call", "ok": True, "images": images, "meta": {"reward": turn["reward"]}})
+            elif turn["reward"]:
+                calls.append({"tool": "call", "ok": False, "images": 0, "meta": {"reward": turn["reward"]}})
+        cases.append({"name": f"agent/{session['name']}", "episode": {"calls": calls},
+                      "expected": {"total": session["aux_reward"], "terms": {"tools": session["aux_reward"]}}})
+    return cases
+
+
+def main(gym_dir: str, tools_golden: str, out: str) -> None:
+    golden = {"profile": "nemo-gym", "source": SOURCE,
+              "recorded_with": "scripts/goldens/record_rewards_nemo_gym.py; app.py sha256 "
+              + hashlib.sha256((Path(gym_dir) / APP).read_bytes()).hexdigest(),
+              "cases": pivot_cases(gym_dir) + agent_cases(tools_golden)}
     Path(out).write_text(json.dumps(golden, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])
