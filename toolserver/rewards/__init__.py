@@ -12,7 +12,7 @@ from types import ModuleType
 
 from toolserver.errors import BadRequest
 from toolserver.registry import BUILTIN, Registry
-from toolserver.rewards import mgpo, nemo_gym, unreleased
+from toolserver.rewards import mgpo, nemo_gym, unreleased, visionthink
 from toolserver.rewards.base import (
     Episode,
     Judge,
@@ -35,6 +35,7 @@ BUILTIN_MODULES: tuple[ModuleType, ...] = (
     mgpo,
     nemo_gym,
     unreleased,
+    visionthink,
 )
 
 
