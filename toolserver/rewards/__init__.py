@@ -12,6 +12,7 @@ from types import ModuleType
 
 from toolserver.errors import BadRequest
 from toolserver.registry import BUILTIN, Registry
+from toolserver.rewards import deepeyes
 from toolserver.rewards.base import (
     Episode,
     Judge,
@@ -31,6 +32,7 @@ WITHOUT_REWARD: dict[str, str] = {}  # profile -> why its reference has no rewar
 
 # The built-in reward modules, one line each (added in any order).
 BUILTIN_MODULES: tuple[ModuleType, ...] = (
+    deepeyes,
 )
 
 
