@@ -12,7 +12,7 @@ from types import ModuleType
 
 from toolserver.errors import BadRequest
 from toolserver.registry import BUILTIN, Registry
-from toolserver.rewards import deepeyes
+from toolserver.rewards import arm_thinker, deepeyes
 from toolserver.rewards.base import (
     Episode,
     Judge,
@@ -33,6 +33,7 @@ WITHOUT_REWARD: dict[str, str] = {}  # profile -> why its reference has no rewar
 # The built-in reward modules, one line each (added in any order).
 BUILTIN_MODULES: tuple[ModuleType, ...] = (
     deepeyes,
+    arm_thinker,
 )
 
 
