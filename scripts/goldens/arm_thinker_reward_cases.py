@@ -6,7 +6,8 @@ from typing import Any
 
 CHECK = ('<tool_call>{"name": "check_whether_response_word_count_in_range", "arguments": {"response": "a b", '
          '"lower_bound": 1, "upper_bound": 5}}</tool_call>')
-ZOOM = '<tool_call>{"name": "image_zoom_in_tool", "arguments": {"bbox_2d": [0, 0, 500, 500], "image_key": "img_0"}}</tool_call>'
+ZOOM = ('<tool_call>{"name": "image_zoom_in_tool", "arguments": {"bbox_2d": [0, 0, 500, 500], '
+        '"image_key": "img_0"}}</tool_call>')
 ZOOMED = "This is the zoom-in image `observation_1`(zoomed in on the image img_0) after your tool call."
 PAGES = "Concatenated page images for query 'x' in 'doc': pages [1, 2]."
 
