@@ -109,6 +109,11 @@ class Reward(ABC):
     judged: bool = False  # whether it calls an LLM judge
     description: str = ""
 
+    def check(self, episode: Episode) -> None:
+        """Raise `RewardInputError` for an episode this reward cannot read (scored apart from its group's others,
+        which are still scored). Nothing by default."""
+        return None
+
     @abstractmethod
     async def score(self, episode: Episode, judge: Judge | None = None) -> RewardResult:
         """Score one episode."""
