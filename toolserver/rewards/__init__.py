@@ -12,7 +12,17 @@ from types import ModuleType
 
 from toolserver.errors import BadRequest
 from toolserver.registry import BUILTIN, Registry
-from toolserver.rewards import arm_thinker, codedance, deepeyes, deepeyes_v2, mgpo, nemo_gym, unreleased, visionthink
+from toolserver.rewards import (
+    arm_thinker,
+    codedance,
+    deepeyes,
+    deepeyes_v2,
+    mgpo,
+    nemo_gym,
+    pyvision_rl,
+    unreleased,
+    visionthink,
+)
 from toolserver.rewards.base import (
     Episode,
     Judge,
@@ -38,6 +48,7 @@ BUILTIN_MODULES: tuple[ModuleType, ...] = (
     deepeyes_v2,
     mgpo,
     nemo_gym,
+    pyvision_rl,
     unreleased,
     visionthink,
 )
