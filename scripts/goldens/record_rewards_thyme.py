@@ -53,8 +53,8 @@ S1, S0 = json_verdict("Consistency", 1), json_verdict("Consistency", 0)
 CASES: list[tuple[str, str, str, list[str], list[str]]] = [
     ("math_verified", "<think>\nIt shows 12.50.\n</think> <answer>12.50</answer>", "12.5", [], [S1]),
     ("math_verified_inconsistent", "<think>\nIt shows 9.\n</think> <answer>12.50</answer>", "12.5", [], [S0]),
-    ("judge_correct", "<think>\nThe store is the deli.\n</think> <answer>The deli at the corner</answer>", "corner deli",
-     [C1], [S1]),
+    ("judge_correct", "<think>\nThe store is the deli.\n</think> <answer>The deli at the corner</answer>",
+     "corner deli", [C1], [S1]),
     ("judge_wrong", "<think>\nThe store is a bakery.\n</think> <answer>Main Street Bakery</answer>", "corner deli",
      [C0], [S1]),
     ("judge_fenced_json", "<think>x</think> <answer>The deli at the corner</answer>", "corner deli",
