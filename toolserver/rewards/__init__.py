@@ -12,7 +12,7 @@ from types import ModuleType
 
 from toolserver.errors import BadRequest
 from toolserver.registry import BUILTIN, Registry
-from toolserver.rewards import arm_thinker, deepeyes
+from toolserver.rewards import arm_thinker, deepeyes, mini_o3
 from toolserver.rewards.base import (
     Episode,
     Judge,
@@ -34,6 +34,7 @@ WITHOUT_REWARD: dict[str, str] = {}  # profile -> why its reference has no rewar
 BUILTIN_MODULES: tuple[ModuleType, ...] = (
     deepeyes,
     arm_thinker,
+    mini_o3,
 )
 
 
