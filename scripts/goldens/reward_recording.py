@@ -15,7 +15,7 @@ from typing import Any
 
 
 class Judge:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.answers: list[str] = []
         self.requests: list[dict[str, Any]] = []
         judge = self
@@ -45,7 +45,7 @@ class Judge:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
