@@ -12,7 +12,7 @@ from types import ModuleType
 
 from toolserver.errors import BadRequest
 from toolserver.registry import BUILTIN, Registry
-from toolserver.rewards import arm_thinker, chain_of_focus, deepeyes, mini_o3
+from toolserver.rewards import arm_thinker, chain_of_focus, deepeyes, mini_o3, pixel_reasoner
 from toolserver.rewards.base import (
     Episode,
     Judge,
@@ -36,6 +36,7 @@ BUILTIN_MODULES: tuple[ModuleType, ...] = (
     arm_thinker,
     mini_o3,
     chain_of_focus,
+    pixel_reasoner,
 )
 
 
