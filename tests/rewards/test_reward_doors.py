@@ -31,7 +31,7 @@ def test_openenv_step_carries_the_reward_at_the_end(client) -> None:
         sid = terms["session_id"]
         exported = client.get(f"/v1/sessions/{sid}/trajectory").json()
         assert exported["rewards"][0]["total"] == 1.0 and exported["rewards"][0]["details"]["valid_actions"] == 1
-        plain = send(ws, "reset", {"images": [PICTURE]})
+        send(ws, "reset", {"images": [PICTURE]})
         assert send(ws, "step", {"text": "\\boxed{red}"})["data"]["reward"] is None  # no reward asked: null
 
 
