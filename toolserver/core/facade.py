@@ -51,7 +51,7 @@ from toolserver.models import (
 from toolserver.plugins import load_plugins
 from toolserver.profiles import get_profile
 from toolserver.reward_models import RewardsRequest, RewardsResponse, SessionReward, SessionRewardRequest
-from toolserver.rewards import REWARDS, WITHOUT_REWARD
+from toolserver.rewards import REWARDS, WITHOUT_REWARD, Reward, get_reward
 from toolserver.validation import sentences
 from toolserver.validation.batch import validate_items
 
@@ -216,6 +216,10 @@ class Core:
         """The session's episode (its call log, and the response and ground truth given) scored by its profile's
         reward; kept for the trajectory export."""
         return await self._rewards.session_reward(session_id, body)
+
+    def reward_of(self, profile: str) -> Reward:
+        """The profile's reward (422 `no_reward` when it has none)."""
+        return get_reward(profile)
 
     def list_rewards(self) -> dict[str, Any]:
         served = [reward.info() | {"registered_by": REWARDS.source(name)} for name, reward in REWARDS.items()]

@@ -14,12 +14,15 @@ from toolserver.errors import BadRequest
 from toolserver.registry import BUILTIN, Registry
 from toolserver.rewards import (
     arm_thinker,
+    chain_of_focus,
     codedance,
     deepeyes,
     deepeyes_v2,
     groundlight,
     mgpo,
+    mini_o3,
     nemo_gym,
+    pixel_reasoner,
     pyvision_rl,
     unreleased,
     visionthink,
@@ -45,6 +48,9 @@ WITHOUT_REWARD: dict[str, str] = {}  # profile -> why its reference has no rewar
 BUILTIN_MODULES: tuple[ModuleType, ...] = (
     deepeyes,
     arm_thinker,
+    mini_o3,
+    chain_of_focus,
+    pixel_reasoner,
     codedance,
     deepeyes_v2,
     groundlight,

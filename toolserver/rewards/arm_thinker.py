@@ -31,7 +31,7 @@ from typing import Any
 
 from toolserver.profiles import get_profile
 from toolserver.rewards.base import Episode, RewardInputError, RewardResult, RuleReward
-from toolserver.rewards.text import turn_results
+from toolserver.rewards.text import with_tool_turns
 
 SOURCE = "InternLM/ARM-Thinker/verl/utils/reward_score@96b1baf"
 JUDGMENT = re.compile(r"<answer>Overall Judgment:\s*(True|False)</answer>", re.IGNORECASE)
@@ -52,16 +52,7 @@ VARIANTS = ("mmif", "deepeyes_crop", "llava_critic", "mp_docvqa")
 
 
 def decoded(episode: Episode) -> str:
-    if not episode.turns:
-        return episode.response
-    call_format = get_profile(episode.profile).format
-    steps, position, parts = list(episode.calls), 0, []
-    for i, turn in enumerate(episode.turns):
-        parts.append(turn)
-        if i < len(episode.turns) - 1:
-            results, position = turn_results(call_format, turn, steps, position)
-            parts += [f"\nuser\n<tool_response>\n{r.text}\n</tool_response>\nassistant\n" for r in results]
-    return "".join(parts)
+    return with_tool_turns(episode, get_profile(episode.profile).format)
 
 
 def last_turn(text: str) -> str:

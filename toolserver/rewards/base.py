@@ -94,7 +94,7 @@ class Judge(Protocol):
     @property
     def model(self) -> str: ...
 
-    async def chat(self, messages: list[dict[str, str]], **params: Any) -> str:
+    async def chat(self, messages: list[dict[str, Any]], **params: Any) -> str:
         """`params` are the reference's sampling parameters (temperature, seed, max_tokens...), sent as given."""
         ...
 

@@ -53,7 +53,7 @@ class OpenAIJudge:
             self._slots = asyncio.Semaphore(self.concurrency)
         return self._client, self._slots
 
-    async def chat(self, messages: list[dict[str, str]], **params: Any) -> str:
+    async def chat(self, messages: list[dict[str, Any]], **params: Any) -> str:
         client, slots = self._ready()
         body = {"model": self._model, "messages": messages, **params}
         problem = ""

@@ -60,3 +60,21 @@ def rebuild(episode: Episode, call_format: CallFormat, image: str = VISION_TOKEN
 def episode_text(episode: Episode, call_format: CallFormat, image: str = VISION_TOKENS) -> str:
     """`rebuild` when the turns are given, else `response` as given (the decoded response itself)."""
     return rebuild(episode, call_format, image) if episode.turns else episode.response
+
+
+TOOL_TURN = "\nuser\n<tool_response>\n{text}\n</tool_response>\nassistant\n"
+
+
+def with_tool_turns(episode: Episode, call_format: CallFormat) -> str:
+    """The decoded response of a verl agent loop (special tokens skipped): each turn followed by one tool message
+    per call it made, `TOOL_TURN` with the call's text (what the reward functions count and split on). `response`
+    as given when no turns are."""
+    if not episode.turns:
+        return episode.response
+    steps, position, parts = list(episode.calls), 0, []
+    for i, turn in enumerate(episode.turns):
+        parts.append(turn)
+        if i < len(episode.turns) - 1:
+            results, position = turn_results(call_format, turn, steps, position)
+            parts += [TOOL_TURN.format(text=r.text) for r in results]
+    return "".join(parts)
