@@ -26,3 +26,15 @@ def test_deepeyes_v2_needs_its_data_source() -> None:
                                                     ("$\\frac12$", "\\frac{1}{2}"), ("\\sqrt2", "\\sqrt{2}")])
 def test_math_answers_are_normalized_as_the_reference_does(answer: str, normalized: str) -> None:
     assert normalize_math(answer) == normalized
+
+
+def test_deepeyes_v2_scores_turns_like_the_response_they_make() -> None:
+    from tests.rewards.helpers import _check_judged
+
+    reward = get_reward("deepeyes-v2")
+    cases = [c for c in load_golden("deepeyes-v2")["cases"] if "<code>" not in c["episode"]["response"]
+             and "<tool_call>" not in c["episode"]["response"]]
+    assert len(cases) >= 20
+    for case in cases:
+        episode = {k: v for k, v in case["episode"].items() if k != "response"}
+        _check_judged("deepeyes-v2", reward, {**case, "episode": {**episode, "turns": [case["episode"]["response"]]}})

@@ -20,3 +20,14 @@ def test_a_source_without_judge_examples_is_refused() -> None:
                                          "extra": {"data_source": "zebra_cot"}})
     with pytest.raises(RewardInputError, match="data_source"):
         asyncio.run(get_reward("pyvision-rl").score(episode))
+
+
+def test_pyvision_rl_scores_turns_like_the_response_they_make() -> None:
+    from tests.rewards.helpers import _check_judged
+
+    reward = get_reward("pyvision-rl")
+    cases = [c for c in load_golden("pyvision-rl")["cases"] if "<code>" not in c["episode"]["response"]]
+    assert len(cases) >= 18
+    for case in cases:
+        episode = {k: v for k, v in case["episode"].items() if k != "response"}
+        _check_judged("pyvision-rl", reward, {**case, "episode": {**episode, "turns": [case["episode"]["response"]]}})

@@ -28,9 +28,11 @@ import re
 from types import MappingProxyType
 from typing import Any
 
+from toolserver.profiles.codedance import CodeDanceFormat
 from toolserver.rewards.base import Episode, Judge, Reward, RewardInputError, RewardResult
 from toolserver.rewards.codedance_prompts import DEMO, ERRORS, MATH, TEST
 from toolserver.rewards.judge import JudgeFailed
+from toolserver.rewards.text import episode_text
 
 MATH_SOURCES = frozenset({"thinklite_eureka", "xince"})
 RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
@@ -65,6 +67,10 @@ def math_verified(truth: str, answer: str) -> bool:
     return bool(verify(parse(truth), parse(answer)))
 
 
+# The profile's turns and observation texts: the response rebuilt from the turns and the call log.
+FORMAT = CodeDanceFormat()
+
+
 class CodeDanceReward(Reward):
     profile = "codedance"
     source = "CodeDance-VL/CodeDance/verl/utils/reward_score/llm_judge_qwen_tool_step.py@62f8c6f5:compute_score_batch"
@@ -76,19 +82,20 @@ class CodeDanceReward(Reward):
 
     async def score(self, episode: Episode, judge: Judge | None = None) -> RewardResult:
         source = episode.extra.get("data_source", "")
-        if not isinstance(source, str) or episode.ground_truth is None or not episode.response:
-            raise RewardInputError("the codedance reward needs the decoded response, the ground truth and "
-                                   "extra.data_source (a string; '' for none)")
+        text = episode_text(episode, FORMAT)
+        if not isinstance(source, str) or episode.ground_truth is None or not text:
+            raise RewardInputError("the codedance reward needs the decoded response (or the turns), the ground "
+                                   "truth and extra.data_source (a string; '' for none)")
         judge = self.need_judge(judge)
         details: dict[str, Any] = {}
         math = source in MATH_SOURCES
         if math:
-            accuracy, error = await self._math(episode, judge, details)
+            accuracy, error = await self._math(episode, text, judge, details)
         else:
-            accuracy, error = await self._general(episode, judge, details)
+            accuracy, error = await self._general(episode, text, judge, details)
         scale, penalty, tool_weights = (1.2, 0.4, (2.0, 1.0)) if math else (1.0, 0.2, (1.5, 0.5))
         form = -1.0 if error else 0.0
-        steps, rate = tool_terms(episode.response)
+        steps, rate = tool_terms(text)
         tool = 0.0
         if rate is not None:
             tool = (tool_weights[0] if accuracy > 0.5 else tool_weights[1]) * rate
@@ -98,8 +105,8 @@ class CodeDanceReward(Reward):
                             terms={"accuracy": accuracy, "format": form, "tool_reward": tool}, weights=weights,
                             details=details)
 
-    async def _general(self, episode: Episode, judge: Judge, details: dict[str, Any]) -> tuple[float, bool]:
-        text = episode.response
+    async def _general(self, episode: Episode, text: str, judge: Judge,
+                       details: dict[str, Any]) -> tuple[float, bool]:
         error = text.count("<think>") != text.count("</think>")
         error = error or text.count("<answer>") != 1 or text.count("</answer>") != 1
         match = ANSWER.search(text)
@@ -119,8 +126,8 @@ class CodeDanceReward(Reward):
             accuracy, error = 0.0, True
         return accuracy, error
 
-    async def _math(self, episode: Episode, judge: Judge, details: dict[str, Any]) -> tuple[float, bool]:
-        text = episode.response
+    async def _math(self, episode: Episode, text: str, judge: Judge,
+                    details: dict[str, Any]) -> tuple[float, bool]:
         error = text.count("<think>") != text.count("</think>")
         tail = text.split("</think>")[-1].strip()
         error = error or "tool_call" in tail

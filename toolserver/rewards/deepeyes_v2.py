@@ -27,9 +27,11 @@ import re
 from types import MappingProxyType
 from typing import Any
 
+from toolserver.profiles.deepeyes_v2 import DeepEyesV2Format
 from toolserver.rewards.base import Episode, Judge, Reward, RewardInputError, RewardResult
 from toolserver.rewards.deepeyes_v2_prompts import MATH, REMOVED_EXPRESSIONS, SUBSTITUTIONS, SYSTEM, USER
 from toolserver.rewards.judge import JudgeFailed
+from toolserver.rewards.text import episode_text
 
 SOURCES = ("perception", "reason", "search")
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -90,6 +92,10 @@ def math_verdict(verdict: str) -> bool:
     return "true" in judgement and "false" not in judgement
 
 
+# The profile's turns and observation texts: the response rebuilt from the turns and the call log.
+FORMAT = DeepEyesV2Format()
+
+
 class DeepEyesV2Reward(Reward):
     profile = "deepeyes-v2"
     source = "Visual-Agent/DeepEyesV2/reinforcement_learning/verl/utils/reward_score/deepeyesv2.py@0373e6e0"
@@ -102,12 +108,13 @@ class DeepEyesV2Reward(Reward):
         source = episode.extra.get("data_source")
         if source not in SOURCES:
             raise RewardInputError(f"the deepeyes-v2 reward needs extra.data_source, one of {list(SOURCES)}")
-        if not episode.response or episode.question is None or episode.ground_truth is None:
-            raise RewardInputError("the deepeyes-v2 reward needs the decoded response, the question and the "
-                                   "ground truth")
+        text = episode_text(episode, FORMAT)
+        if not text or episode.question is None or episode.ground_truth is None:
+            raise RewardInputError("the deepeyes-v2 reward needs the decoded response (or the turns), the question "
+                                   "and the ground truth")
         judge = self.need_judge(judge)
         truth = str(episode.ground_truth)
-        error, answer, _ = format_error(episode.response, search=source == "search")
+        error, answer, _ = format_error(text, search=source == "search")
         details: dict[str, Any] = {"answer": answer}
         if source == "reason":
             accuracy = await self._math(judge, episode.question, truth, answer, details)
@@ -117,7 +124,7 @@ class DeepEyesV2Reward(Reward):
             accuracy = await self._perception(judge, episode.question, truth, answer, details)
         form = 0.0 if error else 1.0
         if source == "search":
-            text = episode.response if episode.response.startswith("<think>") else "<think>" + episode.response
+            text = text if text.startswith("<think>") else "<think>" + text
             penalty = SEARCH_PENALTY if text.count("<tool_call>") > 0 else 0.0
             total = 0.8 * accuracy * (1 - penalty) + 0.2 * form
         else:

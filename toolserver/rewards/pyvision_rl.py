@@ -24,9 +24,11 @@ import re
 from types import MappingProxyType
 from typing import Any
 
+from toolserver.profiles.pyvision_rl import PyVisionFormat
 from toolserver.rewards.base import Episode, Judge, Reward, RewardInputError, RewardResult
 from toolserver.rewards.pyvision_rl_prompts import CHART, MATH, TEST, VISUAL_SEARCH
 from toolserver.rewards.pyvision_rl_prompts_video import LONGVILA, VSI
+from toolserver.rewards.text import episode_text
 
 DEMOS: dict[str, str] = {
     **dict.fromkeys(("deepeyes", "minio3", "vstar", "hrbench-4k", "hrbench-8k"), VISUAL_SEARCH),
@@ -62,6 +64,10 @@ def verdict_correct(verdict: str) -> bool:
     return verdict == "1"
 
 
+# The profile's turns and observation texts: the response rebuilt from the turns and the call log.
+FORMAT = PyVisionFormat()
+
+
 class PyVisionRLReward(Reward):
     profile = "pyvision-rl"
     source = ("agents-x-project/PyVision-RL/verl_agents/verl/utils/reward_score/multi_task_verifier.py@62ca599d"
@@ -76,10 +82,11 @@ class PyVisionRLReward(Reward):
         if source not in DEMOS:
             raise RewardInputError(f"the pyvision-rl reward needs extra.data_source, one of {sorted(DEMOS)} (the "
                                    "reference's judge has in-context examples for those only)")
-        if not episode.response or episode.ground_truth is None or episode.question is None:
-            raise RewardInputError("the pyvision-rl reward needs the decoded response, the question and the "
-                                   "ground truth")
-        answer, broken = gate(episode.response)
+        text = episode_text(episode, FORMAT)
+        if not text or episode.ground_truth is None or episode.question is None:
+            raise RewardInputError("the pyvision-rl reward needs the decoded response (or the turns), the question "
+                                   "and the ground truth")
+        answer, broken = gate(text)
         if answer is None:
             return RewardResult(total=0.0, terms={"accuracy": 0.0}, weights=dict(self.weights), violation=broken)
         judge = self.need_judge(judge)
