@@ -1,5 +1,5 @@
 """The rule-based rewards of this set (MGPO, NeMo Gym, Groundlight) through `/v1/rewards`, scoring their goldens as
-their goldens as a batch, and the profiles whose papers released no code in the listing."""
+a batch, and the profiles whose papers released no code in the listing."""
 
 from __future__ import annotations
 
