@@ -24,6 +24,7 @@ from toolserver.rewards import (
     nemo_gym,
     pixel_reasoner,
     pyvision_rl,
+    thyme,
     unreleased,
     visionthink,
 )
@@ -57,6 +58,7 @@ BUILTIN_MODULES: tuple[ModuleType, ...] = (
     mgpo,
     nemo_gym,
     pyvision_rl,
+    thyme,
     unreleased,
     visionthink,
 )
