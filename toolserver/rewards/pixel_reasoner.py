@@ -17,6 +17,7 @@ loop appends it (`enable_mtrl`: Qwen's user turn, special tokens and image token
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,14 @@ def normalize(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)
+def parsed(text: str) -> Any:
+    """math-verify's `parse` (deterministic: a group's ground truth, shared by its rollouts, is parsed once)."""
+    from math_verify import parse
+
+    return parse(text, parsing_timeout=None)
+
+
 def accuracy(text: str, truth: Any) -> float:
     if isinstance(truth, list):
         return max(accuracy(text, one) for one in truth)
@@ -57,10 +66,9 @@ def accuracy(text: str, truth: Any) -> float:
 
     text = normalize(text)
     truth = normalize(truth) if "\\boxed" in truth else f"\\boxed{{{truth}}}"
-    if verify(parse(text, parsing_timeout=None), parse(truth, parsing_timeout=None), timeout_seconds=None):
+    if verify(parse(text, parsing_timeout=None), parsed(truth), timeout_seconds=None):
         return 1.0
-    lowered = verify(parse(text.lower(), parsing_timeout=None), parse(truth.lower(), parsing_timeout=None),
-                     timeout_seconds=None)
+    lowered = verify(parse(text.lower(), parsing_timeout=None), parsed(truth.lower()), timeout_seconds=None)
     return 1.0 if lowered else 0.0
 
 
