@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolserver.formats.pixel_reasoner import PIXEL_REASONER
-from toolserver.rewards.base import Episode, Judge, RewardInputError, RewardResult, RuleReward
+from toolserver.rewards.base import Episode, RewardInputError, RewardResult, RuleReward
 from toolserver.rewards.text import turn_results
 
 SOURCE = "TIGER-AI-Lab/verl-tool/verl_tool/workers/reward_manager/pixel_reasoner.py@980962b"
@@ -91,7 +91,7 @@ class PixelReasonerReward(RuleReward):
     def rule(self, episode: Episode) -> RewardResult:
         return self._score(episode, rate=_rate([episode]))
 
-    async def score_group(self, episodes: Sequence[Episode], judge: Judge | None = None) -> list[RewardResult]:
+    def rule_group(self, episodes: Sequence[Episode]) -> list[RewardResult]:
         rate = _rate(episodes)
         return [self._score(episode, rate) for episode in episodes]
 
