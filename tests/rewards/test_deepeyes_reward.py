@@ -111,3 +111,17 @@ def test_judged_reward_without_judge_answers_503(tmp_path) -> None:
         listed = client.get("/v1/rewards").json()
     assert r.status_code == 503 and r.json()["code"] == "judge_not_configured"
     assert listed["judge"] is False and any(x["profile"] == "deepeyes" for x in listed["rewards"])
+
+
+@pytest.mark.parametrize("case", MULTI, ids=[c["name"] for c in MULTI])
+def test_call_log_of_act_rebuilds_the_rollouts_text(client, case) -> None:
+    """The turns run through /act: the call log they leave rebuilds the text DeepEyes' own toolbox produced."""
+    image = Image.new("RGB", tuple(GOLDEN["image_size"]), (120, 100, 80))
+    sid = client.post("/v1/sessions", json={"profile": "deepeyes",
+                                            "images": [{"data": b64(png_bytes(image))}]}).json()["session_id"]
+    for turn in case["episode"]["turns"][:-1]:
+        assert client.post(f"/v1/sessions/{sid}/act", json={"text": turn}).status_code == 200
+    calls = client.get(f"/v1/sessions/{sid}/trajectory").json()["calls"]
+    steps = [{"tool": c["tool"], "ok": c["ok"], "text": c["text"], "images": len(c["keys"])} for c in calls]
+    episode = episode_of("deepeyes", {**case["episode"], "calls": steps})
+    assert rebuild(episode, DEEPEYES) == case["episode"]["response"]

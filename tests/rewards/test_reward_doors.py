@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
+
 from tests.conftest import b64, gradient, png_bytes
 
 PICTURE = "data:image/png;base64," + b64(png_bytes(gradient(400, 300)))
@@ -63,3 +65,32 @@ def test_listing_and_session_errors(client) -> None:
     assert gone.status_code in (404, 410)
     bad = client.post("/v1/rewards", json={"profile": "arm-thinker", "items": [{"turns": "not a list"}]})
     assert bad.status_code == 422
+
+
+class Forward(httpx.BaseTransport):
+    """The Python client's requests, answered by the app under test."""
+
+    def __init__(self, app_client):
+        self.app_client = app_client
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        answer = self.app_client.request(request.method, request.url.raw_path.decode(), content=request.read(),
+                                         headers=dict(request.headers))
+        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+
+
+def test_python_client_scores_a_session_and_a_group(client) -> None:
+    from toolserver.client import Client
+
+    turns = ["<think>check</think><tool_call>{\"name\": \"check_whether_response_word_count_in_range\", "
+             "\"arguments\": {\"response\": \"a b\", \"lower_bound\": 1, \"upper_bound\": 5}}</tool_call>",
+             "<think>fine</think><answer>Overall Judgment: True</answer>"]
+    sid = client.post("/v1/sessions", json={"profile": "arm-thinker"}).json()["session_id"]
+    with Client("http://testserver", transport=Forward(client), binary=False) as ts:
+        session = ts.session(sid)
+        session.act(turns[0])
+        scored = session.reward("True", turns=turns)
+        group = ts.rewards("arm-thinker", [{"turns": turns, "ground_truth": "true"},
+                                           {"turns": turns, "ground_truth": "false"}])
+    assert scored.total == 1.0 and scored.profile == "arm-thinker" and scored.session_id == sid
+    assert [r.total for r in group.results] == [1.0, 0.0] and group.source.endswith("@96b1baf")

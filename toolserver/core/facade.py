@@ -74,7 +74,7 @@ class Core:
         self._calls = ToolCalls(self.services, self._delivery)
         self._inspection = Inspection(self.services)
         self._documents = Documents(self.documents, self.settings)
-        self._rewards = Rewards(self._inspection, self.settings)
+        self._rewards = Rewards(self._inspection, self.settings, self.pool)
         self._verl_tool: dict[str, VerlToolBridge] = {}
         self.episodes = EpisodeSlots(self.settings.openenv_max_episodes)  # connections that hold a session
         self.metrics.gauge("toolserver_openenv_episodes", "OpenEnv episodes open (WebSocket connections and "

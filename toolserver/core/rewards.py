@@ -4,6 +4,7 @@ the profile's (`toolserver.rewards`)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from toolserver.config import Settings
 from toolserver.core.inspection import Inspection
 from toolserver.errors import BadRequest, TooLarge
 from toolserver.models import CallRecord
+from toolserver.pool import WorkPool
 from toolserver.reward_models import (
     RewardCall,
     RewardEpisodeFields,
@@ -22,16 +24,17 @@ from toolserver.reward_models import (
     SessionReward,
     SessionRewardRequest,
 )
-from toolserver.rewards import Episode, RewardResult, Step, get_reward
+from toolserver.rewards import Episode, Reward, RewardResult, RuleReward, Step, get_reward
 from toolserver.rewards.judge import OpenAIJudge, judge_from_settings
 
 KEPT_SESSIONS = 10_000  # sessions whose rewards this replica remembers for the trajectory export
 
 
 class Rewards:
-    def __init__(self, inspection: Inspection, settings: Settings):
+    def __init__(self, inspection: Inspection, settings: Settings, pool: WorkPool):
         self._inspection = inspection
         self.settings = settings
+        self._pool = pool
         self.judge: OpenAIJudge | None = judge_from_settings(settings)
         self._kept: OrderedDict[str, list[SessionReward]] = OrderedDict()
 
@@ -40,7 +43,7 @@ class Rewards:
         reward = get_reward(trajectory.profile)
         episode = _episode(trajectory.profile, body, tuple(_step_of_record(c) for c in trajectory.calls))
         reward.check(episode)
-        result = (await reward.score_group([episode], self.judge))[0]
+        result = (await self._group(reward, [episode]))[0]
         scored = SessionReward(session_id=session_id, profile=trajectory.profile, source=reward.source,
                                scored_at=time.time(), **_score(result).model_dump())
         self._keep(session_id, scored)
@@ -66,12 +69,19 @@ class Rewards:
                 results[i] = RewardScore(ok=False, error=RewardError(code=exc.code, message=str(exc)))
                 continue
             groups[item.group].append((i, episode))
-        for members in groups.values():
-            scored = await reward.score_group([episode for _, episode in members], self.judge)
-            for (i, _), result in zip(members, scored, strict=True):
+        members = list(groups.values())
+        scored = await asyncio.gather(*(self._group(reward, [episode for _, episode in group]) for group in members))
+        for group, group_scores in zip(members, scored, strict=True):
+            for (i, _), result in zip(group, group_scores, strict=True):
                 results[i] = _score(result)
         return RewardsResponse(profile=request.profile, source=reward.source,
                                results=[r for r in results if r is not None])
+
+    async def _group(self, reward: Reward, episodes: list[Episode]) -> list[RewardResult]:
+        """A rule-based reward in the worker pool (off the event loop); a judged one awaits its judge here."""
+        if isinstance(reward, RuleReward):
+            return await self._pool.run(reward.rule_group, episodes, timeout=self.settings.tool_timeout_s)
+        return await reward.score_group(episodes, self.judge)
 
     def _keep(self, session_id: str, scored: SessionReward) -> None:
         self._kept.setdefault(session_id, []).append(scored)

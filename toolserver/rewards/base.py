@@ -18,9 +18,10 @@ Design (issue #42):
   and weights, and whether it calls a judge. `score` scores one episode; `score_group` scores a GRPO group
   (the episodes of one prompt), independently by default: a reward whose terms depend on the group (a bonus
   shared by the group's rollouts) overrides it.
-- Rule-based rewards subclass `RuleReward` and implement `rule(episode)`: synchronous and pure, so a group of 64
-  costs well under a millisecond each. Judged rewards subclass `Reward` and await `Judge.chat` with the
-  reference's own messages and sampling parameters; the verdict is parsed as the reference parses it.
+- Rule-based rewards subclass `RuleReward` and implement `rule(episode)` (and `rule_group` where the group
+  matters): synchronous and pure; the server runs them in its worker pool, off the event loop. Judged rewards
+  subclass `Reward` and await `Judge.chat` with the reference's own messages and sampling parameters; the verdict
+  is parsed as the reference parses it.
 - A `Judge` is an OpenAI-compatible chat endpoint the operator configures (`toolserver.rewards.judge`); there is
   no default one. A judged reward given none raises `JudgeNotConfigured` (503 `judge_not_configured`).
 """
@@ -143,11 +144,16 @@ class RuleReward(Reward):
     def rule(self, episode: Episode) -> RewardResult:
         """Score one episode."""
 
+    def rule_group(self, episodes: Sequence[Episode]) -> list[RewardResult]:
+        """Score the rollouts of one prompt (override where the terms depend on the group). Synchronous: the server
+        runs it in a worker thread."""
+        return [self.rule(episode) for episode in episodes]
+
     async def score(self, episode: Episode, judge: Judge | None = None) -> RewardResult:
-        return self.rule(episode)
+        return self.rule_group([episode])[0]
 
     async def score_group(self, episodes: Sequence[Episode], judge: Judge | None = None) -> list[RewardResult]:
-        return [self.rule(episode) for episode in episodes]
+        return self.rule_group(episodes)
 
 
 def weighted(terms: Mapping[str, float], weights: Mapping[str, float]) -> float:

@@ -17,11 +17,12 @@ loop appends it (`enable_mtrl`: Qwen's user turn, special tokens and image token
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from toolserver.formats.pixel_reasoner import PIXEL_REASONER
-from toolserver.rewards.base import Episode, Judge, RewardInputError, RewardResult, RuleReward
+from toolserver.rewards.base import Episode, RewardInputError, RewardResult, RuleReward
 from toolserver.rewards.text import turn_results
 
 SOURCE = "TIGER-AI-Lab/verl-tool/verl_tool/workers/reward_manager/pixel_reasoner.py@980962b"
@@ -50,6 +51,14 @@ def normalize(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)
+def parsed(text: str) -> Any:
+    """math-verify's `parse` (deterministic: a group's ground truth, shared by its rollouts, is parsed once)."""
+    from math_verify import parse
+
+    return parse(text, parsing_timeout=None)
+
+
 def accuracy(text: str, truth: Any) -> float:
     if isinstance(truth, list):
         return max(accuracy(text, one) for one in truth)
@@ -57,10 +66,9 @@ def accuracy(text: str, truth: Any) -> float:
 
     text = normalize(text)
     truth = normalize(truth) if "\\boxed" in truth else f"\\boxed{{{truth}}}"
-    if verify(parse(text, parsing_timeout=None), parse(truth, parsing_timeout=None), timeout_seconds=None):
+    if verify(parse(text, parsing_timeout=None), parsed(truth), timeout_seconds=None):
         return 1.0
-    lowered = verify(parse(text.lower(), parsing_timeout=None), parse(truth.lower(), parsing_timeout=None),
-                     timeout_seconds=None)
+    lowered = verify(parse(text.lower(), parsing_timeout=None), parsed(truth.lower()), timeout_seconds=None)
     return 1.0 if lowered else 0.0
 
 
@@ -83,7 +91,7 @@ class PixelReasonerReward(RuleReward):
     def rule(self, episode: Episode) -> RewardResult:
         return self._score(episode, rate=_rate([episode]))
 
-    async def score_group(self, episodes: Sequence[Episode], judge: Judge | None = None) -> list[RewardResult]:
+    def rule_group(self, episodes: Sequence[Episode]) -> list[RewardResult]:
         rate = _rate(episodes)
         return [self._score(episode, rate) for episode in episodes]
 
