@@ -94,6 +94,20 @@ def test_an_episode_shows_what_act_shows(server, profile):
     assert wait_for(lambda: httpx.get(f"{server.url}/v1/sessions/{meta['session_id']}").status_code == 404)
 
 
+def test_the_step_carries_the_reward(server):
+    """A reset with a reward spec: OpenEnv's client sees 0.0 on the steps before the end and the profile's reward
+    (Pixel-Reasoner's, computed as verl-tool's reward manager computes it) on the step that ends the episode."""
+    openenv = need("openenv.core")
+    with openenv.GenericEnvClient(base_url=f"{server.url}/openenv/pixel-reasoner").sync() as env:
+        reset = env.reset(images=[data_uri(picture())], reward={"ground_truth": "red"})
+        assert reset.reward is None
+        first = env.step({"text": SCRIPTS["pixel-reasoner"][0]})
+        assert first.done is False and first.reward == 0.0
+        last = env.step({"text": SCRIPTS["pixel-reasoner"][1]})
+        assert last.done is True and last.reward == 1.0
+        assert last.observation["metadata"]["reward"]["terms"]["accuracy"] == 1.0
+
+
 def test_the_readme_episode(server):
     need("openenv.core")
     observations = snippet("openenv_episode", "trainers").run_episode(

@@ -247,6 +247,19 @@ class Settings(BaseSettings):
     verl_tool_done_if_invalid: bool = Field(default=False, description="verl-tool's `done_if_invalid`: a text with "
                                             "no action ends its trajectory.")
 
+    # The LLM judge of the rewards that ask one (docs/rewards.md): an OpenAI-compatible endpoint; none by default.
+    judge_url: str | None = Field(default=None, description="Base URL of the OpenAI-compatible endpoint judged "
+                                  "rewards ask (`…/v1`; `/chat/completions` is appended). Unset: judged rewards "
+                                  "answer 503 `judge_not_configured`.")
+    judge_model: str | None = Field(default=None, description="The model name sent to the judge.")
+    judge_api_key: str | None = Field(default=None, description="Bearer key of the judge endpoint (from the "
+                                      "environment: TOOLSERVER_JUDGE_API_KEY).", repr=False)
+    judge_timeout_s: float = Field(default=60.0, gt=0, description="One judge request's timeout.")
+    judge_retries: int = Field(default=2, ge=0, le=20, description="Retries of a judge request that failed "
+                               "(connection error, timeout, 429 or 5xx), with backoff.")
+    judge_concurrency: int = Field(default=16, ge=1, le=4096, description="Judge requests in flight at once.")
+    max_reward_items: int = Field(default=4096, ge=1, description="Episodes in one /v1/rewards request.")
+
     png_encoder: Literal["auto", "fpng", "pillow"] = Field(
         default="auto", description="Lossless PNG writer: `auto` uses fpng when installed (≈10× faster than zlib "
         "level 1, same pixels), `pillow` always uses Pillow's zlib.")

@@ -19,6 +19,7 @@ from toolserver.geometry import (
     Coords,
     ViewRule,
 )
+from toolserver.reward_models import SessionReward
 
 # A document's id (its `filename`): what ARM-Thinker's page files are named by, safe as a path component.
 FILENAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -215,6 +216,7 @@ class Trajectory(BaseModel):
     images: list[TrajectoryImage]
     calls: list[CallRecord]
     dropped_calls: int = Field(description="Older calls no longer kept (the log keeps the last 1,000)")
+    rewards: list[SessionReward] = Field(default_factory=list, description="Rewards scored for it (this replica).")
 
 
 class SessionSummaryInfo(BaseModel):

@@ -47,6 +47,7 @@ from toolserver.models import (
     ValidateResult,
     ViewSettings,
 )
+from toolserver.reward_models import RewardItem, RewardsResponse, SessionReward, SessionRewardRequest
 
 
 # -- async ---------------------------------------------------------------------------------------
@@ -103,6 +104,13 @@ class AsyncClient:
         response = await self.request("POST", "/v1/validate", json=_validate_items(items))
         return ValidateResponse.model_validate_json(response.content).results
 
+    async def rewards(self, profile: str, items: Iterable[RewardItem | Mapping[str, Any]], *,
+                      timeout: float | None = None) -> RewardsResponse:
+        """Score episodes without sessions (a GRPO group: give each item's `group`) with `profile`'s reward."""
+        body = {"profile": profile, "items": [RewardItem.model_validate(x).model_dump(mode="json") for x in items]}
+        response = await self.request("POST", "/v1/rewards", json=body, timeout=timeout)
+        return RewardsResponse.model_validate_json(response.content)
+
     async def ready(self) -> dict[str, Any]:
         return (await self.request("GET", "/readyz")).json()
 
@@ -139,6 +147,15 @@ class AsyncSession(_SessionHandle):
                                               timeout=timeout,
                                               headers=self._client._config.call_headers(None, results=False))
         return ActResponse.model_validate_json(response.content)
+
+    async def reward(self, ground_truth: Any = None, *, response: str = "", turns: Sequence[str] = (),
+                     question: str | None = None, extra: Mapping[str, Any] | None = None,
+                     timeout: float | None = None) -> SessionReward:
+        """This session's episode (its call log, with the turns and response given) scored by its profile's reward."""
+        body = SessionRewardRequest(response=response, ground_truth=ground_truth, turns=list(turns), question=question,
+                                    extra=dict(extra or {})).model_dump(mode="json")
+        answer = await self._client.request("POST", self._path("/reward"), json=body, timeout=timeout)
+        return SessionReward.model_validate_json(answer.content)
 
     async def add_images(self, images: Sequence[ImageLike] | Mapping[str, ImageLike]) -> list[ImageInfo]:
         response = await self._client.request("POST", self._path("/images"), **_image_payload(images, None))

@@ -27,6 +27,7 @@ from toolserver.core.episodes import EpisodeSlots
 from toolserver.core.inspection import Inspection
 from toolserver.core.intake import Intake, RawImage
 from toolserver.core.readiness import Readiness, readiness
+from toolserver.core.rewards import Rewards
 from toolserver.core.verl_tool import ObservationRequest, ObservationResponse, VerlToolBridge
 from toolserver.core.wiring import Services
 from toolserver.errors import ServiceError, TooLarge
@@ -49,6 +50,8 @@ from toolserver.models import (
 )
 from toolserver.plugins import load_plugins
 from toolserver.profiles import get_profile
+from toolserver.reward_models import RewardsRequest, RewardsResponse, SessionReward, SessionRewardRequest
+from toolserver.rewards import REWARDS, WITHOUT_REWARD, Reward, get_reward
 from toolserver.validation import sentences
 from toolserver.validation.batch import validate_items
 
@@ -71,6 +74,7 @@ class Core:
         self._calls = ToolCalls(self.services, self._delivery)
         self._inspection = Inspection(self.services)
         self._documents = Documents(self.documents, self.settings)
+        self._rewards = Rewards(self._inspection, self.settings, self.pool)
         self._verl_tool: dict[str, VerlToolBridge] = {}
         self.episodes = EpisodeSlots(self.settings.openenv_max_episodes)  # connections that hold a session
         self.metrics.gauge("toolserver_openenv_episodes", "OpenEnv episodes open (WebSocket connections and "
@@ -109,6 +113,7 @@ class Core:
         self.sr.close()
         self.documents.close()
         await self.store.close()
+        await self._rewards.close()
 
     async def _close_workers_of_gone_sessions(self) -> None:
         """Stateful workers are named by their session: an expired or evicted session's worker ends here."""
@@ -151,13 +156,15 @@ class Core:
         await self.store.release(session_id)
         await self._delivery.remove_outputs(session_id)
         self.services.sandbox.close_worker(session_id)  # its code's state goes with it
+        self._rewards.forget(session_id)
 
     # -- inspection: what the model saw -------------------------------------------------------------
     async def session_info(self, session_id: str) -> SessionInfo:
         return await self._inspection.session_info(session_id)
 
     async def trajectory(self, session_id: str) -> Trajectory:
-        return await self._inspection.trajectory(session_id)
+        found = await self._inspection.trajectory(session_id)
+        return found.model_copy(update={"rewards": self._rewards.of_session(session_id)})
 
     async def list_sessions(self, offset: int = 0, limit: int = 50) -> SessionList:
         return await self._inspection.list_sessions(offset, limit)
@@ -207,6 +214,24 @@ class Core:
                                       timeout=self.settings.tool_timeout_s)
         self.metrics.validations.inc(len(items))
         return ValidateResponse(results=results)
+
+    # -- rewards (toolserver.rewards: each profile's reward as its reference computes it) ---------------------
+    async def reward(self, session_id: str, body: SessionRewardRequest) -> SessionReward:
+        """The session's episode (its call log, and the response and ground truth given) scored by its profile's
+        reward; kept for the trajectory export."""
+        return await self._rewards.session_reward(session_id, body)
+
+    def reward_of(self, profile: str) -> Reward:
+        """The profile's reward (422 `no_reward` when it has none)."""
+        return get_reward(profile)
+
+    def list_rewards(self) -> dict[str, Any]:
+        served = [reward.info() | {"registered_by": REWARDS.source(name)} for name, reward in REWARDS.items()]
+        return {"rewards": served, "without_reward": dict(WITHOUT_REWARD), "judge": self._rewards.judge is not None}
+
+    async def rewards(self, request: RewardsRequest) -> RewardsResponse:
+        """Episodes scored without sessions (a GRPO group): results in order, one error per bad item."""
+        return await self._rewards.batch(request)
 
     # -- verl-tool's tool-server protocol ------------------------------------------------------------
     def verl_tool(self, profile: str | None = None) -> VerlToolBridge:

@@ -105,6 +105,7 @@ async function refreshSession() {
   state.trajectory = trajectory;
   $("session-title").textContent = `Session ${trajectory.session_id} · ${trajectory.profile}`;
   $("dropped").textContent = trajectory.dropped_calls ? `(${trajectory.dropped_calls} older calls dropped)` : "";
+  renderRewards(trajectory.rewards || []);
   if (!previous || previous.images.length !== trajectory.images.length) await renderImages(trajectory);
   if (!previous || previous.calls.length !== trajectory.calls.length
       || previous.dropped_calls !== trajectory.dropped_calls) renderCalls(trajectory);
@@ -119,6 +120,15 @@ async function renderImages(trajectory) {
     imageUrl(image.key, 192).then((url) => { img.src = url; }).catch(() => { img.alt = `${image.key} (gone)`; });
   }
   $("images").replaceChildren(...figures);
+}
+
+function renderRewards(rewards) {
+  $("rewards").hidden = !rewards.length;
+  const terms = (r) => Object.entries(r.terms).map(([name, value]) => `${name} ${value}`).join(" · ");
+  $("reward-table").tBodies[0].replaceChildren(...rewards.map((r) => el("tr", {},
+    el("td", { textContent: String(r.total) }), el("td", { textContent: terms(r) }),
+    el("td", { textContent: r.finished ? "yes" : "no" }), el("td", { textContent: r.violation || "" }),
+    el("td", { textContent: r.source }))));
 }
 
 function renderCalls(trajectory) {

@@ -17,6 +17,7 @@ from toolserver.api.openenv.wire import (
     EpisodeState,
     ErrorCode,
     ResetInputs,
+    RewardSpec,
     action_model,
     error,
     validation_error,
@@ -25,6 +26,7 @@ from toolserver.core import Core
 from toolserver.core.episodes import CapacityReached
 from toolserver.errors import NotFound, ServiceError, SessionGone
 from toolserver.models import ActResponse
+from toolserver.reward_models import SessionRewardRequest
 
 log = logging.getLogger("toolserver")
 
@@ -45,16 +47,21 @@ class Episode:
         self.seed: int | None = None
         self.step_count = 0
         self.columns: dict[str, Any] = {}
+        self.reward: RewardSpec | None = None
+        self.turns: list[str] = []  # the model's raw turns, for the episode's reward
 
     async def reset(self, data: ResetInputs | dict[str, Any]) -> EpisodeObservation:
         """A new episode from the reset's inputs (validated here unless they are already). The previous episode's
         session is released once the new one exists, so a reset that fails (an image that does not decode) leaves
         the episode as it was."""
         inputs = data if isinstance(data, ResetInputs) else ResetInputs.model_validate(data)
+        if inputs.reward is not None:
+            self.core.reward_of(self.profile)  # a profile without a reward: said at the reset
         created = await self.core.create_session(inputs.session_request(self.profile))
         await self.close()
         self.session_id, self.episode_id = created.session_id, inputs.episode_id or str(uuid.uuid4())
         self.seed, self.step_count, self.columns = inputs.seed, 0, inputs.columns
+        self.reward, self.turns = inputs.reward, []
         metadata = {"session_id": created.session_id, "profile": created.profile, "episode_id": self.episode_id,
                     "images": [info.model_dump() for info in created.images],
                     "videos": [video.model_dump() for video in created.videos],
@@ -67,13 +74,29 @@ class Episode:
         if self.session_id is None:
             raise NoEpisode("no episode is running: send a reset first")
         if action.text is not None:
+            self.turns.append(action.text)
             response = await self.core.act(self.session_id, action.text, action.format, base_url=self.base_url)
         else:
             assert action.tool_name is not None
             response = await self.core.call_as_turn(self.session_id, action.tool_name, action.arguments,
                                                     base_url=self.base_url)
         self.step_count += 1
-        return self.observation(response)
+        observation = self.observation(response)
+        if self.reward is not None:
+            await self._score(observation)
+        return observation
+
+    async def _score(self, observation: EpisodeObservation) -> None:
+        """0.0 for a step that does not end the episode (the references' environments give none before the end);
+        the episode's reward, from its turns and its session's call log, for the one that does."""
+        if not observation.done or self.reward is None or self.session_id is None:
+            observation.reward = 0.0
+            return
+        spec = self.reward
+        scored = await self.core.reward(self.session_id, SessionRewardRequest(
+            turns=self.turns, ground_truth=spec.ground_truth, question=spec.question, extra=spec.extra))
+        observation.reward = scored.total
+        observation.metadata["reward"] = scored.model_dump(mode="json")
 
     def observation(self, response: ActResponse) -> EpisodeObservation:
         results = [r.model_dump(mode="json") for r in response.results]

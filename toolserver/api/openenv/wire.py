@@ -77,6 +77,16 @@ class EpisodeSettings(SessionSettings):
     profile: str | None = Field(default=None, description="The URL's profile (another one is refused).")  # type: ignore[assignment]
 
 
+class RewardSpec(BaseModel):
+    """What the profile's reward needs beyond the episode's turns and calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ground_truth: Any = Field(description="The reference answer, as the reference's data holds it.")
+    question: str | None = Field(default=None, description="For rewards whose judge reads the question.")
+    extra: dict[str, Any] = Field(default_factory=dict, description="Reference-specific fields (`data_source`…).")
+
+
 class ResetInputs(BaseModel):
     """What a reset takes: the episode's images and texts, OpenEnv's `seed` and `episode_id`, session settings, and
     any other field, a dataset column, kept with the episode (named in the observation's metadata, returned by
@@ -93,6 +103,9 @@ class ResetInputs(BaseModel):
                              "deterministic).")
     settings: EpisodeSettings | None = Field(default=None, description="Session settings (coords, view, "
                                              "max_tool_calls, input_form, output format, ttl_s).")
+    reward: RewardSpec | None = Field(default=None, description=(
+        "Score the episode with its profile's reward (docs/rewards.md): each step before the end gets 0.0 and the "
+        "step that ends it the episode's reward, as the reference assigns them; without it `reward` stays null."))
 
     @property
     def columns(self) -> dict[str, Any]:
@@ -142,7 +155,9 @@ class EpisodeObservation(BaseModel):
         "their rollouts append it, each image of `messages`, in order, marked by Qwen-VL's vision tokens (or by "
         "`<image>` when the reset's settings ask for `image_marker: image_tag`)."))
     done: bool = Field(default=False, description="The profile's own rule ends the episode here.")
-    reward: float | None = Field(default=None, description="Always null: rewards are the trainer's.")
+    reward: float | None = Field(default=None, description=(
+        "With a reset's `reward`: 0.0 before the end, the profile's reward at the step that ends the episode (its "
+        "terms in `metadata.reward`); null otherwise."))
     metadata: dict[str, Any] = Field(default_factory=dict, description=(
         "`session_id`, `profile`, `episode_id`; after a reset the session's `images`, `texts` and the `columns` "
         "kept; after a step `step`, `format`, `calls` and `results` (each image's bytes are in `messages`)."))
