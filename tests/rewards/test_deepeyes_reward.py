@@ -125,3 +125,11 @@ def test_call_log_of_act_rebuilds_the_rollouts_text(client, case) -> None:
     steps = [{"tool": c["tool"], "ok": c["ok"], "text": c["text"], "images": len(c["keys"])} for c in calls]
     episode = episode_of("deepeyes", {**case["episode"], "calls": steps})
     assert rebuild(episode, DEEPEYES) == case["episode"]["response"]
+
+
+def test_math_source_off_the_main_thread(client) -> None:
+    """The app under test runs off the main thread, where math-verify's signal-based limits cannot be set."""
+    case = next(c for c in GOLDEN["cases"] if c["name"] == "math verified by math-verify")
+    r = client.post("/v1/rewards", json={"profile": "deepeyes", "items": [case["episode"]]})
+    assert r.status_code == 200, r.text
+    assert abs(r.json()["results"][0]["total"] - case["expected"]["total"]) <= TOLERANCE

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from typing import Any
 
 from toolserver.formats.deepeyes import DEEPEYES
@@ -181,12 +182,18 @@ async def _ask_tolerantly(judge: Judge, prompt: str) -> str:
 
 
 def _math_verify(ground_truth: str, answer: str) -> Any:
+    """`rule_math_verify`: math-verify's `verify(parse(gold), parse(answer))` with its default limits (5 s each, by
+    SIGALRM). Off the main thread (an app run in a worker thread, a Ray replica) signals cannot be set, so there
+    the limits are off: the same answers, only an input that would have timed out is not cut short."""
     try:
         from math_verify import parse, verify
     except ImportError:
         raise RewardInputError("DeepEyes' math data sources need the `math-verify` package (pip install "
                                "'toolserver[rewards]')") from None
-    return verify(parse(ground_truth), parse(answer))
+    if threading.current_thread() is threading.main_thread():
+        return verify(parse(ground_truth), parse(answer))
+    return verify(parse(ground_truth, parsing_timeout=None), parse(answer, parsing_timeout=None),
+                  timeout_seconds=None)
 
 
 REWARDS = (DeepEyesReward(),)
