@@ -98,6 +98,9 @@ def test_pinned_and_auto_clients_share_a_handle_opened_with_open_session(live_se
     results = [run(call(url, name, {**arguments, SESSION_ARG: handle}, mode=mode)) for name, arguments, mode in steps]
     assert not any(result.is_error for result in results), [result.content for result in results]
     assert image_of(results[2]).tobytes() == PICTURE.convert("RGB").crop((0, 0, 100, 75)).tobytes()
+    # Where handles are shown, a handshake connection's own session keeps nothing: load_image opens a handle.
+    fresh = run(call(url, "load_image", loaded_data(), mode="auto")).structured_content[SESSION_ARG]
+    assert fresh != handle and len(fresh) == 32
     closed = run(call(url, "close_session", {SESSION_ARG: handle}))
     after = run(call(url, "zoom_in", {"image": "photo", "bbox_2d": [0, 0, 500, 500], SESSION_ARG: handle}))
     assert not closed.is_error and after.is_error

@@ -14,7 +14,9 @@ handle reads as no session at all, as on `/v1/sessions`), refused with its reaso
 
 Which connections see handles (`/mcp?handles=`): `auto` (default) shows them to 2026-07-28 requests only, so the
 handshake-era tool lists stay exactly as they were; `on` shows them to every client (the per-call clients);
-`off` to none. A handle given by argument or header is honoured whatever the listing shows.
+`off` to none. Where they are shown, a call's session is its handle: one that names none runs in a throwaway
+session (`load_image` opens one and answers its handle), whatever `Mcp-Session-Id` the connection has. A handle
+given by argument or header is honoured whatever the listing shows.
 """
 
 from __future__ import annotations

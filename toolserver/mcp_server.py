@@ -268,7 +268,9 @@ class McpEndpoint:
         handle = handle or self._query(ctx, "session")
         if handle is not None:  # the caller's session: never created or released here
             return await self._in_handle(handle, profile, name, arguments, shown)
-        mcp_session = self._header(ctx, MCP_SESSION_HEADER)
+        # Where handles are shown, a session is a handle: the connection's own (per call, for the clients that
+        # need handles) keeps nothing.
+        mcp_session = None if shown else self._header(ctx, MCP_SESSION_HEADER)
         if mcp_session is None:
             return await self._stateless_call(profile, name, arguments, shown=shown)
         return await self._in_mcp_session(mcp_session, profile, name, arguments)
