@@ -170,3 +170,19 @@ def test_handles_are_owned_by_their_key_and_refused_once_expired(tmp_path):
     assert malformed.is_error and "a session handle is the 32 characters" in malformed.content[0].text
     assert expired.is_error and expired.content[0].text == (
         f"Error: session {handle} has expired (idle longer than its ttl); open a new one with open_session.")
+
+
+def test_the_docs_show_the_tested_examples():
+    """docs/mcp.md shows each `examples/mcp/*.py` whole (after its docstring), as tests_frameworks runs it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "mcp.md").read_text()
+    examples = sorted((root / "examples" / "mcp").glob("*.py"))
+    assert examples
+    for path in examples:
+        source = path.read_text()
+        body = ast.parse(source).body
+        code = "\n".join(source.splitlines()[body[0].end_lineno:]).strip()  # after the module docstring
+        assert f"```python\n{code}\n```" in page, path.name
