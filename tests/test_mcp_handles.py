@@ -1,4 +1,4 @@
-"""MCP sessions as handles (`toolserver.mcp_handles`): the MCP SDK's own client, pinned to the session-less
+"""MCP sessions as handles (`toolserver.integrations.mcp_handles`): the MCP SDK's own client, pinned to the session-less
 2026-07-28 revision and in `auto` mode, against a real server; a new client per call, as the per-call clients
 (langchain-mcp-adapters, llama-index) connect."""
 
@@ -16,7 +16,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from PIL import Image
 
 from tests.conftest import gradient, png_bytes, start_server, stop_server
-from toolserver.mcp_handles import HEADER_TOKEN, SESSION_ARG, SESSION_HEADER
+from toolserver.integrations.mcp_handles import HEADER_TOKEN, SESSION_ARG, SESSION_HEADER
 from toolserver.profiles import PROFILES
 
 MODERN = "2026-07-28"

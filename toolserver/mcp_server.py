@@ -23,8 +23,8 @@ cannot contain `:`, so such a value is never mistaken for a key.
 
 The 2026-07-28 protocol has no sessions: there a session is a handle the call carries (its `session` argument
 or the `Mcp-Param-Toolserver-Session` header; `open_session`, or a first `load_image`, opens one), shown to
-2026-07-28 requests and, with `/mcp?handles=on`, to the per-call clients too (`toolserver.mcp_handles`). A call
-that names no session there runs in a throwaway one. The endpoint answers `server/discover` with "method not
+2026-07-28 requests and, with `/mcp?handles=on`, to the per-call clients too (`integrations.mcp_handles`). A
+call that names no session there runs in a throwaway one. The endpoint answers `server/discover` with "method not
 found", so the SDK's `auto` clients keep the session-keeping handshake and see the tool lists they always saw.
 """
 
@@ -47,9 +47,10 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from toolserver import __version__, mcp_handles
+from toolserver import __version__
 from toolserver.core import Core, format_validation_error
 from toolserver.errors import BadRequest, ServiceError, SessionGone
+from toolserver.integrations import mcp_handles
 from toolserver.models import CreateSessionRequest, ImageInput, OutputSettings
 from toolserver.ownership import Keys, caller
 from toolserver.profiles import get_profile
@@ -171,7 +172,7 @@ class McpEndpoint:
         return self._query(ctx, "profile") or "default"
 
     def _handles(self, ctx: Any) -> bool:
-        """Whether this request's tool list shows session handles (`?handles=`, toolserver.mcp_handles)."""
+        """Whether this request's tool list shows session handles (`?handles=`, integrations.mcp_handles)."""
         return mcp_handles.handles_shown(self._query(ctx, "handles") or "auto", getattr(ctx, "protocol_version", None))
 
     @staticmethod
