@@ -152,3 +152,14 @@ def test_autoenv_finds_the_installed_package(space, tmp_path):
                                 "HOME": str(tmp_path)})
     assert found.returncode == 0, found.stderr[-3000:]
     assert found.stdout.split() == ["ToolserverDefaultEnv", json.dumps("default")]
+
+
+def test_toolservers_own_endpoint_passes_the_runtime_probe(toolserver):
+    """`openenv validate --url` against `/openenv/<profile>` itself: OpenAPI version and routes, health, metadata,
+    schema, MCP."""
+    for profile in ("default", "nemo-gym", "deepeyes"):
+        probe = subprocess.run([openenv_cli(), "validate", "--url", f"{toolserver.url}/openenv/{profile}", "--json"],
+                               capture_output=True, text=True)
+        report = json.loads(probe.stdout)
+        assert probe.returncode == 0 and report["passed"], [c for c in report["criteria"] if not c["passed"]]
+        assert report["standard_profile"] == "openenv-http/1.x" and report["mode"] == "simulation"
