@@ -86,8 +86,9 @@ def test_profile_from_the_url(live_server):
 
 
 def test_a_stateless_client_still_runs_tools_that_need_no_stored_image(live_server):
+    """Without session handles (`handles=off`; tests/test_mcp_handles.py has them), a call in a throwaway session."""
     async def main():
-        async with Client(f"{live_server.url}/mcp", mode="2026-07-28") as mcp:
+        async with Client(f"{live_server.url}/mcp?handles=off", mode="2026-07-28") as mcp:
             check = await mcp.call_tool("check_whether_response_word_count_in_range",
                                         {"response": "three short words", "lower_bound": 3, "upper_bound": 3})
             load = await mcp.call_tool("load_image", {"data": base64.b64encode(png_bytes(gradient(8, 8))).decode()})
@@ -95,7 +96,7 @@ def test_a_stateless_client_still_runs_tools_that_need_no_stored_image(live_serv
 
     check, load = run(main())
     assert not check.is_error and check.content[0].text == "Check result: True"
-    assert load.is_error and "initialize handshake" in load.content[0].text
+    assert load.is_error and "initialize handshake" in load.content[0].text and "handles=on" in load.content[0].text
 
 
 def sessions_live(url: str) -> float:

@@ -71,4 +71,5 @@ def test_over_mcp_a_session_answers_only_its_own_key(tmp_path):
     finally:
         stop_server(server)
     assert not own.is_error and own.content[-1].text == "Check result: True"
-    assert other.is_error and other.content[-1].text == f"Error: no session {sid}"
+    assert other.is_error and other.content[-1].text == (f"Error: no session {sid}: the handle is unknown, was closed, "
+                                                         "or belongs to another API key.")

@@ -26,3 +26,18 @@ def test_zoom_in_tool(toolserver):
     written = re.search(r"ImageContent\(type='image', data='([A-Za-z0-9+/=]+)'", output.content)
     assert written is not None and top_left_crop(decode(written.group(1)))
     assert "Zoomed in on `original_image`" in output.content
+
+
+def test_a_session_handle_keeps_the_images_between_calls(toolserver):
+    """A new MCP session per call; the handle from `open_session`, passed as `session`, keeps the images: a zoom on
+    the first zoom's result is the crop of the crop."""
+    need("llama_index.tools.mcp")
+    outputs = asyncio.run(snippet("llama_index_handles", "mcp").zoom_twice(toolserver.url, data_uri(picture())))
+
+    results = [output.raw_output for output in outputs]
+    assert not any(result.is_error for result in results), [result.content for result in results]
+    assert results[0].content[0].text.startswith("Loaded image `original_image`")
+    first, second = decode(results[1].content[0].data), decode(results[2].content[0].data)
+    assert top_left_crop(first)
+    assert second.size == (100, 75) and second.getcolors() == [(100 * 75, (200, 30, 30))]
+    assert results[3].content[0].text.startswith("Closed session")

@@ -1,7 +1,9 @@
-"""OpenEnv: every profile as an environment, through `openenv-core`'s own, unmodified clients against a live
+"""OpenEnv: every profile as an environment, through OpenEnv's own, unmodified clients against a live
 server: `GenericEnvClient` episodes whose observations equal `/act`'s for the same turns (texts, prompts, image
 sizes), 64 concurrent episodes, bad input answered with OpenEnv's error messages while other episodes go on, and
-the production-mode MCP client (`openenv/session/create` ... `openenv/session/close`)."""
+the production-mode MCP client (`openenv/session/create` ... `openenv/session/close`). CI runs it twice: with
+`openenv-core` 0.3 (requirements-openenv.txt) and with `openenv` 0.10 (requirements-openenv10.txt), the package
+as it is now published from huggingface/OpenEnv."""
 
 from __future__ import annotations
 
@@ -81,6 +83,8 @@ def test_an_episode_shows_what_act_shows(server, profile):
             step = env.step({"text": action} if isinstance(action, str) else action)
             expected = rest_turn(server.url, twin, action)
             results = step.observation["metadata"]["results"]
+            # openenv 0.10's clients read the metadata beside the observation too (0.3's have no such field)
+            assert getattr(step, "metadata", step.observation["metadata"]) == step.observation["metadata"]
             assert [r["text"] for r in results] == [r["text"] for r in expected["results"]]
             assert [[(i["width"], i["height"]) for i in r["images"]] for r in results] == \
                 [[(i["width"], i["height"]) for i in r["images"]] for r in expected["results"]]
@@ -239,6 +243,7 @@ def test_discovery_and_one_shot_routes(server):
     assert httpx.get(base + "/metadata").json()["name"] == "pixel-reasoner"
     reset = httpx.post(base + "/reset", json={"images": [data_uri(picture())]}).json()
     assert reset["done"] is False and reset["observation"]["metadata"]["images"][0]["width"] == 400
+    assert reset["metadata"] == reset["observation"]["metadata"]  # as openenv 0.10's server sends it
     step = httpx.post(base + "/step", json={"images": [data_uri(picture())], "action": {
         "tool_name": "crop_image", "arguments": {"bbox_2d": [0.1, 0.1, 0.5, 0.5], "target_image": 1}}}).json()
     assert step["observation"]["prompt"].startswith("Here is the cropped image.")

@@ -205,6 +205,22 @@ def cmd_documents(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_openenv_package(args: argparse.Namespace) -> int:
+    from toolserver.errors import ServiceError
+    from toolserver.integrations.openenv_package import write_package
+
+    try:
+        written = write_package(args.profile, args.directory, url=args.url, concurrency=args.max_concurrent_envs)
+    except ServiceError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    print(f"validate: openenv validate {args.directory} --skip-build; push: openenv push {args.directory}",
+          file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolserver", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -252,6 +268,15 @@ def build_parser() -> argparse.ArgumentParser:
     openapi = sub.add_parser("openapi", help="write the OpenAPI document")
     openapi.add_argument("--output", "-o", default="openapi/openapi.json")
     openapi.set_defaults(func=cmd_openapi)
+
+    package = sub.add_parser("openenv-package", help="write a profile as an OpenEnv environment package (a Space "
+                             "that forwards to a toolserver); see docs/openenv.md")
+    package.add_argument("profile")
+    package.add_argument("directory", type=Path)
+    package.add_argument("--url", default="", help="the toolserver the Space forwards to (its TOOLSERVER_URL)")
+    package.add_argument("--max-concurrent-envs", dest="max_concurrent_envs", type=int, default=64,
+                         help="episodes the Space serves at once")
+    package.set_defaults(func=cmd_openenv_package)
 
     selfcheck = sub.add_parser("selfcheck", help="run one zoom end to end in-process")
     selfcheck.set_defaults(func=cmd_selfcheck)

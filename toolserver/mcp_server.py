@@ -21,10 +21,11 @@ ends with a text block naming that key. Clients that open a new MCP session for 
 adapters, llama-index) and clients on the stateless protocol can so crop an image in a single call. Keys
 cannot contain `:`, so such a value is never mistaken for a key.
 
-The 2026-07-28 protocol has no sessions, so the endpoint answers `server/discover` with "method not found"
-and the SDK's clients fall back to the session-keeping handshake. A client pinned to the stateless protocol
-still works for tools that need no stored image (each call runs in a throwaway session); `load_image` then
-says why it cannot keep an image.
+The 2026-07-28 protocol has no sessions: there a session is a handle the call carries (its `session` argument
+or the `Mcp-Param-Toolserver-Session` header; `open_session`, or a first `load_image`, opens one), shown to
+2026-07-28 requests and, with `/mcp?handles=on`, to the per-call clients too (`integrations.mcp_handles`). A
+call that names no session there runs in a throwaway one. The endpoint answers `server/discover` with "method not
+found", so the SDK's `auto` clients keep the session-keeping handshake and see the tool lists they always saw.
 """
 
 from __future__ import annotations
@@ -42,60 +43,28 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from toolserver import __version__
 from toolserver.core import Core, format_validation_error
 from toolserver.errors import BadRequest, ServiceError, SessionGone
-from toolserver.messages import image_base64
-from toolserver.models import CreateSessionRequest, ImageInput, ImageKey, OutputSettings, ToolResult
+from toolserver.integrations import mcp_handles
+from toolserver.models import CreateSessionRequest, ImageInput, OutputSettings
 from toolserver.ownership import Keys, caller
 from toolserver.profiles import get_profile
-from toolserver.schema import loadable_schema, parameters_schema
+from toolserver.schema import loadable_schema
 from toolserver.tools.args import image_reference_fields
 
 MCP_SESSION_HEADER = "mcp-session-id"
 ALIAS_SPACE = "mcp"  # MCP session ids, as names of toolserver sessions in the store
-LOAD_IMAGE = "load_image"
 INLINE_PREFIXES = ("data:", "http://", "https://")  # an image reference that is an image itself, not a key
 
 
-class LoadImageArgs(BaseModel):
-    """Load an image into this session and get back the key that tools use to refer to it. A video (MP4, WebM,
-    MKV) becomes its sampled frames, each an image with its own key."""
-
-    model_config = ConfigDict(extra="forbid")
-    data: str | None = Field(default=None, description="The image or video as base64 or a `data:` URI.")
-    path: str | None = Field(default=None, description="A file on the server, under an allowed root.")
-    url: str | None = Field(default=None, description="An http(s) URL the server fetches.")
-    key: ImageKey | None = Field(default=None, description="The key to store it under; default: the profile's "
-                                 "next key.")
-    frames_per_second: float | None = Field(default=None, gt=0, le=120,
-                                            description="Videos: frames taken per second (default 2).")
-    max_frames: int | None = Field(default=None, ge=1, description="Videos: the most frames to take (default 32).")
-
-
-def _load_image_tool() -> types.Tool:
-    return types.Tool(name=LOAD_IMAGE, description=(LoadImageArgs.__doc__ or "").strip() +
-                      " Give exactly one of `data`, `path` or `url`.", input_schema=parameters_schema(LoadImageArgs))
-
-
-def _content(result: ToolResult) -> types.CallToolResult:
-    images = [types.ImageContent(type="image", data=image_base64(image), mime_type=image.mime)
-              for image in result.images if image.data is not None]
-    # Images first: some MCP clients keep only a result's first block (smolagents' adapter, mcpadapt), and for
-    # an image tool the image is what the model must see. A tool whose reference returns the image alone
-    # (DeepEyes, Qwen-Agent) has no text: no empty text block.
-    blocks: list[Any] = list(images)
-    if result.text or not images:
-        blocks.append(types.TextContent(type="text", text=result.text))
-    return types.CallToolResult(content=blocks, is_error=not result.ok)
-
-
-def _error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+def _loadable(parameters: dict[str, Any], handles: bool) -> dict[str, Any]:
+    schema = loadable_schema(parameters)
+    return mcp_handles.with_handle(schema) if handles else schema
 
 
 class McpEndpoint:
@@ -191,49 +160,52 @@ class McpEndpoint:
 
     # -- handlers ----------------------------------------------------------------------------------
     async def _no_discover(self, ctx: Any, params: Any) -> Any:
-        raise MCPError(types.METHOD_NOT_FOUND, "this endpoint keeps per-session state: use the initialize handshake")
+        raise MCPError(types.METHOD_NOT_FOUND, "this endpoint keeps per-session state: use the initialize handshake, "
+                       "or pin protocol 2026-07-28 and pass session handles")
 
     @staticmethod
-    def _profile(ctx: Any) -> str:
+    def _query(ctx: Any, name: str, default: str | None = None) -> str | None:
         request = getattr(ctx, "request", None)
-        return request.query_params.get("profile", "default") if request is not None else "default"
+        return request.query_params.get(name) or default if request is not None else default
+
+    def _profile(self, ctx: Any) -> str:
+        return self._query(ctx, "profile") or "default"
+
+    def _handles(self, ctx: Any) -> bool:
+        """Whether this request's tool list shows session handles (`?handles=`, integrations.mcp_handles)."""
+        return mcp_handles.handles_shown(self._query(ctx, "handles") or "auto", getattr(ctx, "protocol_version", None))
 
     @staticmethod
-    def _bound_session(ctx: Any) -> str | None:
-        """`/mcp?session=<id>`: every call of every MCP session on this URL uses that toolserver session, so
-        clients that open a new MCP session per call (langchain-mcp-adapters, llama-index) keep their images."""
+    def _header(ctx: Any, name: str) -> str | None:
         request = getattr(ctx, "request", None)
-        return request.query_params.get("session") or None if request is not None else None
-
-    @staticmethod
-    def _mcp_session(ctx: Any) -> str | None:
-        request = getattr(ctx, "request", None)
-        return request.headers.get(MCP_SESSION_HEADER) if request is not None else None
+        return request.headers.get(name) if request is not None else None
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         try:
-            return self.tools_for(self._profile(ctx))
+            return self.tools_for(self._profile(ctx), handles=self._handles(ctx))
         except ServiceError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
 
     # -- the same tools and calls for OpenEnv's JSON-RPC over plain HTTP (toolserver.api.openenv.mcp) ------------
-    def tools_for(self, profile: str) -> types.ListToolsResult:
-        """`tools/list` of a profile (an unknown one raises its ServiceError)."""
+    def tools_for(self, profile: str, *, handles: bool = False) -> types.ListToolsResult:
+        """`tools/list` of a profile (an unknown one raises its ServiceError); with `handles`, each tool takes a
+        `session` argument and `open_session`/`close_session` come after `load_image`."""
         entries = self.core.list_tools(profile)
         tools = [types.Tool(name=e["function"]["name"], description=e["function"]["description"],
-                            input_schema=loadable_schema(e["function"]["parameters"])) for e in entries]
-        return types.ListToolsResult(tools=[_load_image_tool(), *tools])
+                            input_schema=_loadable(e["function"]["parameters"], handles)) for e in entries]
+        extra = mcp_handles.handle_tools() if handles else []
+        return types.ListToolsResult(tools=[mcp_handles.load_image_tool(handles), *extra, *tools])
 
     async def call_in(self, session_id: str | None, profile: str, name: str,
                       arguments: dict[str, Any]) -> types.CallToolResult:
         """`tools/call` in a session the caller holds, or, without one, in a throwaway session (as a stateless
         client's calls run)."""
         if session_id is None:
-            return await self._stateless_call(profile, name, dict(arguments))
+            return await self._stateless_call(profile, name, dict(arguments), shown=False)
         try:
             return await self._run(session_id, profile, name, dict(arguments))
         except ServiceError as exc:
-            return _error(f"Error: {exc.message}")
+            return mcp_handles.error(f"Error: {exc.message}")
 
     async def _new_session(self, profile: str) -> str:
         request = CreateSessionRequest(profile=profile, output=OutputSettings(delivery="inline"),
@@ -276,53 +248,105 @@ class McpEndpoint:
             caller.reset(token)
 
     async def _call_tool_as_caller(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        profile, mcp_session = self._profile(ctx), self._mcp_session(ctx)
-        arguments = dict(params.arguments or {})
+        profile, name, arguments = self._profile(ctx), params.name, dict(params.arguments or {})
         try:
             get_profile(profile)
+            shown = self._handles(ctx)
         except ServiceError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
-        bound = self._bound_session(ctx)
-        if bound is not None:  # the caller's session: never created or released here
-            try:
-                return await self._run(bound, profile, params.name, arguments)
-            except ServiceError as exc:
-                return _error(f"Error: {exc.message}")
+        try:  # a handle by argument or header; else `/mcp?session=`, bound to every call on that URL
+            handle = mcp_handles.take_handle(arguments, self._header(ctx, mcp_handles.SESSION_HEADER))
+        except BadRequest as exc:
+            return mcp_handles.error(f"Error: {exc.message}")
+        if name == mcp_handles.OPEN_SESSION:
+            if arguments:
+                return mcp_handles.error(f"Error: open_session takes no arguments, not {', '.join(arguments)}")
+            created = await self._new_session(profile)
+            return mcp_handles.opened(created, f"Opened session `{created}`. Pass \"session\": \"{created}\" in every "
+                                           "call that should work on its images.")
+        if name == mcp_handles.CLOSE_SESSION:
+            return await self._close(handle, shown)
+        handle = handle or self._query(ctx, "session")
+        if handle is not None:  # the caller's session: never created or released here
+            return await self._in_handle(handle, profile, name, arguments, shown)
+        # Where handles are shown, a session is a handle: the connection's own (per call, for the clients that
+        # need handles) keeps nothing.
+        mcp_session = None if shown else self._header(ctx, MCP_SESSION_HEADER)
         if mcp_session is None:
-            return await self._stateless_call(profile, params.name, arguments)
+            return await self._stateless_call(profile, name, arguments, shown=shown)
+        return await self._in_mcp_session(mcp_session, profile, name, arguments)
+
+    async def _in_handle(self, handle: str, profile: str, name: str, arguments: dict[str, Any],
+                         shown: bool) -> types.CallToolResult:
+        try:
+            return await self._run(handle, profile, name, arguments)
+        except ServiceError as exc:
+            return mcp_handles.error(mcp_handles.handle_refusal(handle, exc, hint=shown) or f"Error: {exc.message}")
+
+    async def _close(self, handle: str | None, shown: bool) -> types.CallToolResult:
+        if handle is None:
+            return mcp_handles.error(f"Error: close_session needs the `{mcp_handles.SESSION_ARG}` to end")
+        try:
+            await self.core.release(handle)
+        except ServiceError as exc:
+            return mcp_handles.error(mcp_handles.handle_refusal(handle, exc, hint=shown) or f"Error: {exc.message}")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"Closed session `{handle}`.")])
+
+    async def _in_mcp_session(self, mcp_session: str, profile: str, name: str,
+                              arguments: dict[str, Any]) -> types.CallToolResult:
+        """A call of a handshake-era MCP session, in the toolserver session its `Mcp-Session-Id` names."""
         for attempt in range(2):
             session_id = await self._session_for(mcp_session, profile)
             try:
-                return await self._run(session_id, profile, params.name, arguments)
+                return await self._run(session_id, profile, name, arguments)
             except SessionGone:
                 # Expired or evicted while the MCP session lived on: start a fresh one once.
                 await self.aliases.drop_if(ALIAS_SPACE, mcp_session, session_id)
                 if attempt:
                     raise
             except ServiceError as exc:
-                return _error(f"Error: {exc.message}")
+                return mcp_handles.error(f"Error: {exc.message}")
         raise AssertionError("unreachable")
 
-    async def _stateless_call(self, profile: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        if name == LOAD_IMAGE:
-            return _error("Error: this MCP connection has no session (protocol 2026-07-28), so an image cannot be "
-                          "kept between calls; pass it inline in the tool's image argument (a data: URI or a "
-                          "URL), or connect with the initialize handshake.")
+    async def _stateless_call(self, profile: str, name: str, arguments: dict[str, Any],
+                              *, shown: bool) -> types.CallToolResult:
+        """A call that names no session: `load_image` opens one where handles are shown (and answers its handle);
+        any other tool runs in a throwaway session."""
+        if name == mcp_handles.LOAD_IMAGE and not shown:
+            return mcp_handles.error(
+                "Error: this MCP connection has no session (protocol 2026-07-28), so an image cannot be kept between "
+                "calls; pass it inline in the tool's image argument (a data: URI or a URL), connect with the "
+                "initialize handshake, or use session handles (/mcp?handles=on: open_session, then `session` in "
+                "every call).")
         session_id = await self._new_session(profile)
+        if name == mcp_handles.LOAD_IMAGE:
+            result = await self.call_in(session_id, profile, name, arguments)
+            if result.is_error:
+                with contextlib.suppress(ServiceError):
+                    await self.core.release(session_id)
+                return result
+            said = "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+            return mcp_handles.opened(session_id, f"{said} It is in a new session: pass \"session\": "
+                                                  f"\"{session_id}\" in every later call.")
         try:
-            return await self._run(session_id, profile, name, arguments)
+            result = await self._run(session_id, profile, name, arguments)
         except ServiceError as exc:
-            return _error(f"Error: {exc.message}")
+            return mcp_handles.error(f"Error: {exc.message}")
         finally:
             with contextlib.suppress(ServiceError):
                 await self.core.release(session_id)
+        if result.is_error and shown:
+            result.content.append(types.TextContent(type="text", text=(
+                "(This call named no session, so it ran in an empty one: pass `session`, from open_session or "
+                "load_image, to work on your images.)")))
+        return result
 
     async def _run(self, session_id: str, profile: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """One call in a session: `load_image`, or a tool whose inline images are loaded first."""
-        if name == LOAD_IMAGE:
+        if name == mcp_handles.LOAD_IMAGE:
             return await self._load_image(session_id, arguments)
         loaded = await self._load_inline_images(session_id, profile, name, arguments)
-        result = _content(await self.core.call_tool(session_id, name, arguments))
+        result = mcp_handles.content(await self.core.call_tool(session_id, name, arguments))
         if loaded:
             named = ", ".join(f"`{key}`" for key in loaded)
             result.content.append(types.TextContent(type="text", text=f"(Inline images stored as {named}.)"))
@@ -360,19 +384,8 @@ class McpEndpoint:
 
     async def _load_image(self, session_id: str, arguments: dict[str, Any]) -> types.CallToolResult:
         try:
-            args = LoadImageArgs.model_validate(arguments)
-            image = ImageInput(data=args.data, path=args.path, url=args.url, key=args.key,
-                               frames_per_second=args.frames_per_second, max_frames=args.max_frames)
+            image = mcp_handles.load_image_input(arguments)
         except ValidationError as exc:
-            return _error(format_validation_error(LOAD_IMAGE, exc))
+            return mcp_handles.error(format_validation_error(mcp_handles.LOAD_IMAGE, exc))
         added = await self.core.add_images(session_id, [image])
-        if added.videos:
-            video, first, last = added.videos[0], added.images[0], added.images[-1]
-            times = ", ".join(f"{t:g}" for t in video.timestamps_s)
-            text = (f"Loaded a {video.duration_s:g}-second video as {len(added.images)} frames, `{first.key}` to "
-                    f"`{last.key}` (indices {first.index} to {last.index}, {first.width}x{first.height} pixels), "
-                    f"taken at {times} s.")
-        else:
-            info = added.images[0]
-            text = f"Loaded image `{info.key}` (index {info.index}, {info.width}x{info.height} pixels)."
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return types.CallToolResult(content=[types.TextContent(type="text", text=mcp_handles.loaded_text(added))])

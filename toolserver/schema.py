@@ -6,6 +6,10 @@ required. Strict form (`strict: true`): every property required, optional ones n
 `additionalProperties: false` on every object, and no string-length keywords (`minLength`, `maxLength`), which
 strict function schemas refuse: the server still checks those limits (the arguments model, and
 `core.calls` for tools that read their arguments raw).
+
+A field may carry what only its strict form shows under `x-strict` (`strict_only`): a seed profile's schema stays
+as its paper wrote it for the model, while its strict form, which no paper wrote, gets what the subset needs (a
+type for an untyped array's items). `strict_violations` checks a schema against that subset.
 """
 
 from __future__ import annotations
@@ -16,6 +20,26 @@ from typing import Any
 from pydantic import BaseModel
 
 _DROP = {"title", "default"}
+STRICT_ONLY = "x-strict"  # a field's additions to its strict form, dropped from the non-strict one
+
+
+def strict_only(**additions: Any) -> dict[str, Any]:
+    """`json_schema_extra` for a field whose strict form needs more than its verbatim one: `strict_only(items={
+    "type": "number"}, minItems=4)`. On an optional field they go to the non-null option."""
+    return {STRICT_ONLY: additions}
+
+
+def _apply_strict_only(node: dict[str, Any], strict: bool) -> dict[str, Any]:
+    additions = node.get(STRICT_ONLY)
+    if additions is None:
+        return node
+    node = {k: v for k, v in node.items() if k != STRICT_ONLY}
+    if not strict:
+        return node
+    if isinstance(node.get("anyOf"), list):
+        node["anyOf"] = [o if o == {"type": "null"} else {**o, **additions} for o in node["anyOf"]]
+        return node
+    return {**node, **additions}
 _NOT_STRICT = ("minLength", "maxLength")  # JSON Schema keywords OpenAI's strict mode does not accept
 
 
@@ -50,6 +74,7 @@ def _clean(node: Any, *, strict: bool) -> Any:
         return [_clean(v, strict=strict) for v in node]
     if not isinstance(node, dict):
         return node
+    node = _apply_strict_only(node, strict)
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP and not isinstance(value, dict):
@@ -118,3 +143,69 @@ def function_tool(name: str, description: str, args_model: type[BaseModel], *, s
     if strict:
         function["strict"] = True
     return {"type": "function", "function": function}
+
+
+# -- OpenAI's Structured Outputs subset (what a `strict: true` function schema may use) ------------------------------
+STRICT_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+STRICT_KEYWORDS = frozenset({
+    "type", "description", "enum", "const", "anyOf", "$ref", "$defs",
+    "properties", "required", "additionalProperties", "items",
+    "pattern", "format", "multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "minItems", "maxItems"})
+STRICT_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
+STRICT_MAX_DEPTH, STRICT_MAX_PROPERTIES, STRICT_MAX_ENUM = 10, 5000, 1000
+
+
+def strict_violations(schema: Any) -> list[str]:
+    """Why OpenAI's Structured Outputs would refuse `schema` as a strict function's parameters (empty: it accepts
+    it): the root an object; every object closed (`additionalProperties: false`) with every property required;
+    every schema node typed (`type`, or `anyOf`/`$ref` whose options are); only the subset's keywords and string
+    formats; at most 10 levels of nesting, 5000 properties and 1000 values in an enum."""
+    found: list[str] = []
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        found.append("$: the root must be an object schema (type: object), not anyOf or another type")
+    counted = [0]
+    _check_node(schema, "$", 0, found, counted)
+    if counted[0] > STRICT_MAX_PROPERTIES:
+        found.append(f"$: {counted[0]} properties in all, over the subset's {STRICT_MAX_PROPERTIES}")
+    return found
+
+
+def _check_node(node: Any, where: str, depth: int, found: list[str], counted: list[int]) -> None:
+    if not isinstance(node, dict):
+        found.append(f"{where}: a schema must be an object, not {type(node).__name__}")
+        return
+    if depth > STRICT_MAX_DEPTH:
+        found.append(f"{where}: nested deeper than {STRICT_MAX_DEPTH} levels")
+    found.extend(f"{where}: keyword `{key}` is not in the strict subset" for key in node if key not in STRICT_KEYWORDS)
+    types = node.get("type")
+    type_list = types if isinstance(types, list) else [types] if types is not None else []
+    if not type_list and "anyOf" not in node and "$ref" not in node:
+        found.append(f"{where}: has no `type`")
+    found.extend(f"{where}: type {t!r} is not in the strict subset" for t in type_list if t not in STRICT_TYPES)
+    if "format" in node and node["format"] not in STRICT_FORMATS:
+        found.append(f"{where}: format {node['format']!r} is not in the strict subset")
+    if isinstance(node.get("enum"), list) and len(node["enum"]) > STRICT_MAX_ENUM:
+        found.append(f"{where}: {len(node['enum'])} enum values, over the subset's {STRICT_MAX_ENUM}")
+    if "object" in type_list or "properties" in node:
+        _check_object(node, where, depth, found, counted)
+    if "array" in type_list and "items" not in node:
+        found.append(f"{where}: an array without `items`")
+    if "items" in node:
+        _check_node(node["items"], f"{where}.items", depth + 1, found, counted)
+    for index, option in enumerate(node.get("anyOf") or []):
+        _check_node(option, f"{where}.anyOf[{index}]", depth, found, counted)
+    for name, sub in (node.get("$defs") or {}).items():
+        _check_node(sub, f"{where}.$defs.{name}", depth, found, counted)
+
+
+def _check_object(node: dict[str, Any], where: str, depth: int, found: list[str], counted: list[int]) -> None:
+    properties = node.get("properties") or {}
+    counted[0] += len(properties)
+    if node.get("additionalProperties") is not False:
+        found.append(f"{where}: an object without `additionalProperties: false`")
+    missing = [name for name in properties if name not in (node.get("required") or [])]
+    if missing:
+        found.append(f"{where}: properties not required: {', '.join(missing)}")
+    for name, sub in properties.items():
+        _check_node(sub, f"{where}.{name}", depth + 1, found, counted)

@@ -39,6 +39,7 @@ from toolserver.formats.nemo_gym import INVALID_REWARD, NEMO_GYM, render_system_
 from toolserver.memorymap import ImageEntry
 from toolserver.profiles import nemo_gym_ops as ops
 from toolserver.profiles.base import Alpha, Profile, tools_by_name
+from toolserver.schema import strict_only
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 MAX_TOOL_CALLS = 20  # the agent config's max_tool_calls (its class default is 4; the shipped config says 20)
@@ -57,12 +58,21 @@ OVERLAP = ("This region heavily overlaps a previous {tool} result (IoU={iou:.2f}
 IDX = "Zero-based index of the image to {}."
 
 
-def _d(text: str) -> Any:
-    return Field(description=text)
+def _d(text: str, strict: dict[str, Any] | None = None) -> Any:
+    return Field(description=text, json_schema_extra=strict)
 
 
-def _opt(text: str) -> Any:
-    return Field(default=None, description=text)
+def _opt(text: str, strict: dict[str, Any] | None = None) -> Any:
+    return Field(default=None, description=text, json_schema_extra=strict)
+
+
+# The reference's arrays have untyped items. Their strict form (ours: the system prompt shows the verbatim one) gives
+# the items the type the description states, and the length where it states one, as OpenAI's strict subset needs.
+def _numbers(count: int) -> dict[str, Any]:
+    return strict_only(items={"type": "number"}, minItems=count, maxItems=count)
+
+
+RGB = strict_only(items={"type": "integer"}, minItems=3, maxItems=3)
 
 
 class _Args(BaseModel):
@@ -72,7 +82,7 @@ class _Args(BaseModel):
 class ZoomArgs(_Args):
     bbox_2d: list[Any] = _d("Bounding box of the region to inspect, formatted as [x1, y1, x2, y2]. Coordinates must "
                             "be normalized integers in the 0-1000 range, where (0,0) is the top-left of the image and "
-                            "(1000,1000) is the bottom-right. Use a tight box around the relevant region.")
+                            "(1000,1000) is the bottom-right. Use a tight box around the relevant region.", _numbers(4))
     factor: float | None = _opt("Magnification factor applied to the cropped region. Default 3. Use 2 for context, "
                                 "4-6 for very fine detail.")
     label: str = _d("Short natural-language description of the region being zoomed into.")
@@ -98,8 +108,10 @@ class DiffArgs(_Args):
 
 
 class SideBySideArgs(_Args):
-    img_indices: list[Any] = _d("Array of zero-based image indices to place left-to-right (2-6 entries).")
-    labels: list[Any] | None = _opt("Optional array of short captions, one per image, drawn onto the composite.")
+    img_indices: list[Any] = _d("Array of zero-based image indices to place left-to-right (2-6 entries).",
+                                strict_only(items={"type": "integer"}, minItems=2, maxItems=6))
+    labels: list[Any] | None = _opt("Optional array of short captions, one per image, drawn onto the composite.",
+                                    strict_only(items={"type": "string"}))
     label: str = _d("Short description of the comparison being made.")
 
 
@@ -112,7 +124,7 @@ class OverlayArgs(_Args):
 
 class CountArgs(_Args):
     color: list[Any] | None = _opt("Optional target color as [R, G, B] with each value 0-255. Omit to count all "
-                                   "non-background shapes.")
+                                   "non-background shapes.", RGB)
     tolerance: int | None = _opt("Per-channel color tolerance 0-255. Default 40.")
     min_size: int | None = _opt("Ignore connected shapes smaller than this many pixels; raises the noise floor. "
                                 "Default 30. Increase (100-300) when counting large shapes on busy or textured "
@@ -122,21 +134,21 @@ class CountArgs(_Args):
 
 
 class FindColorArgs(_Args):
-    color: list[Any] = _d("Target color as [R, G, B], each value 0-255.")
+    color: list[Any] = _d("Target color as [R, G, B], each value 0-255.", RGB)
     tolerance: int | None = _opt("Per-channel color tolerance 0-255. Default 40.")
     label: str = _d("Short description of what the color search is for.")
     img_idx: int = _d(IDX.format("search"))
 
 
 class ColorAtArgs(_Args):
-    point_2d: list[Any] = _d("The point to sample, formatted as [x, y] in normalized 0-1000 coordinates.")
+    point_2d: list[Any] = _d("The point to sample, formatted as [x, y] in normalized 0-1000 coordinates.", _numbers(2))
     label: str = _d("Short description of what is at the sampled point.")
     img_idx: int = _d(IDX.format("sample"))
 
 
 class CropArgs(_Args):
     bbox_2d: list[Any] = _d("Bounding box of the region, formatted as [x1, y1, x2, y2] in normalized 0-1000 "
-                            "coordinates.")
+                            "coordinates.", _numbers(4))
     label: str = _d("Short natural-language description of the region being cropped.")
     img_idx: int = _d(IDX.format("crop"))
 

@@ -41,7 +41,8 @@ handshake carries `Authorization: Bearer <key>` (without it: HTTP 403).
 
 {messages}
 
-`ObservationReply.data` is `{"observation": {"messages", "prompt", "metadata"}, "reward": null, "done": bool}`:
+`ObservationReply.data` is `{"observation": {"messages", "prompt", "metadata"}, "reward": null, "done": bool,
+"metadata"}` (the observation's `metadata` again, as `openenv` 0.10 sends it):
 `messages` are the profile's messages to append (each image once, as a data URL), `prompt` the raw text a
 raw-text system appends, `done` the profile's own rule, `metadata` the session id and the calls' results.
 A text turn runs exactly as `POST /v1/sessions/{id}/act`; a structured call as
@@ -92,6 +93,45 @@ def _table(rows: Sequence[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(row) + " |" for row in rows]
     lines.insert(1, "|" + "---|" * len(rows[0]))
     return "\n".join(lines)
+
+
+OPENENV_HTTP_VERSION = "1.0.0"  # the OpenEnv HTTP API served (`info.version` of OpenEnv's own servers)
+PREFIX = "/openenv/{profile}"
+
+
+def environment_document(schema: dict[str, Any], profile: str, version: str) -> dict[str, Any]:
+    """One environment's OpenAPI document, as OpenEnv's own server serves `/openapi.json` (`openenv validate --url`
+    reads the API version and the routes from it): the `/openenv/{profile}` routes of the server's document, relative
+    to the environment's base URL, with the schemas they refer to."""
+    paths: dict[str, Any] = {}
+    for path, operations in schema.get("paths", {}).items():
+        if not path.startswith(PREFIX + "/") or path == PREFIX + "/openapi.json":
+            continue
+        paths[path.removeprefix(PREFIX)] = {
+            method: {**operation, "parameters": [p for p in operation.get("parameters", [])
+                                                 if not (p.get("in") == "path" and p.get("name") == "profile")]}
+            for method, operation in operations.items()}
+    components = schema.get("components", {}).get("schemas", {})
+    wanted: dict[str, Any] = {}
+    pending = _refs(paths)
+    while pending:
+        name = pending.pop()
+        if name not in wanted and name in components:
+            wanted[name] = components[name]
+            pending |= _refs(components[name])
+    return {"openapi": schema.get("openapi", "3.1.0"),
+            "info": {"title": f"toolserver: {profile}", "version": OPENENV_HTTP_VERSION,
+                     "description": f"The `{profile}` profile of toolserver {version} as an OpenEnv environment."},
+            "paths": paths, "components": {"schemas": wanted}}
+
+
+def _refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"].rsplit("/", 1)[-1]} if isinstance(node.get("$ref"), str) else set()
+        return found.union(*(_refs(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_refs(v) for v in node))
+    return set()
 
 
 def document_openenv(schema: dict[str, Any]) -> None:

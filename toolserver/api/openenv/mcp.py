@@ -28,7 +28,8 @@ from toolserver.api.openenv.episode import Episode
 from toolserver.core import Core
 from toolserver.core.episodes import CapacityReached
 from toolserver.errors import ServiceError
-from toolserver.mcp_server import LOAD_IMAGE, McpEndpoint
+from toolserver.integrations.mcp_handles import LOAD_IMAGE
+from toolserver.mcp_server import McpEndpoint
 from toolserver.ownership import caller
 from toolserver.profiles import get_profile
 

@@ -163,8 +163,10 @@ class EpisodeObservation(BaseModel):
         "kept; after a step `step`, `format`, `calls` and `results` (each image's bytes are in `messages`)."))
 
     def wire(self) -> dict[str, Any]:
-        """OpenEnv's `serialize_observation`, keeping `metadata` in the observation."""
-        return {"observation": self.model_dump(exclude={"done", "reward"}), "reward": self.reward, "done": self.done}
+        """OpenEnv's `serialize_observation` (`openenv` 0.10): `metadata` in the observation, and also beside it,
+        where 0.10's clients read `StepResult.metadata`."""
+        out = {"observation": self.model_dump(exclude={"done", "reward"}), "reward": self.reward, "done": self.done}
+        return {**out, "metadata": self.metadata} if self.metadata else out
 
 
 class EpisodeState(BaseModel):
@@ -216,6 +218,8 @@ class ObservationData(BaseModel):
     observation: dict[str, Any] = Field(description="`messages`, `prompt` and `metadata` of an EpisodeObservation.")
     reward: float | None = None
     done: bool = False
+    metadata: dict[str, Any] | None = Field(default=None, description="The observation's `metadata` again (as "
+                                            "`openenv` 0.10 sends it).")
 
 
 class ObservationReply(BaseModel):

@@ -5,7 +5,8 @@
   `openenv_max_episodes` setting.
 - `POST /reset`, `POST /step`: OpenEnv's one-shot HTTP calls; each runs in a fresh episode that ends with the request
   (a step's request may carry the reset inputs, `images` and `texts`, for that fresh episode).
-- `GET /schema` (action, observation and state JSON Schemas), `/metadata`, `/health`, `/state`.
+- `GET /schema` (action, observation and state JSON Schemas), `/metadata`, `/health`, `/state`, `/openapi.json` (this
+  environment's routes, as `openenv validate --url` reads them).
 - `/mcp`: MCP, both the SDK's streamable HTTP and OpenEnv's plain JSON-RPC (`toolserver.api.openenv.mcp`).
 """
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from toolserver import __version__
 from toolserver.api.bodies import BoundedJSONRoute, core_of, json_body, json_response, validate
+from toolserver.api.openenv.docs import environment_document
 from toolserver.api.openenv.episode import Episode
 from toolserver.api.openenv.socket import serve_episode
 from toolserver.api.openenv.wire import (
@@ -42,6 +44,7 @@ class OneShotResponse(BaseModel):
     observation: dict[str, Any]
     reward: float | None = None
     done: bool = False
+    metadata: dict[str, Any] | None = None
 
 
 def _profile(name: str) -> Profile:
@@ -82,6 +85,11 @@ async def schema(profile: str) -> dict[str, Any]:
     found = _profile(profile)
     return {"action": action_model(found.name).model_json_schema(),
             "observation": EpisodeObservation.model_json_schema(), "state": EpisodeState.model_json_schema()}
+
+
+@router.get("/openenv/{profile}/openapi.json", summary="OpenEnv: this environment's OpenAPI document")
+async def environment_openapi(profile: str, request: Request) -> dict[str, Any]:
+    return environment_document(request.app.openapi(), _profile(profile).name, __version__)
 
 
 @router.get("/openenv/{profile}/state", response_model=EpisodeState, summary="OpenEnv: the state of a fresh episode")
