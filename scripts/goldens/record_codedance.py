@@ -18,7 +18,8 @@ the sessions of tests/profiles/codedance_sessions.py:
 
 Stand-ins, and only these: empty `__init__` files for the `verl`, `verl.utils` and `verl.utils.dataset` packages
 (theirs import the trainer); a `torchvision` holding only the names qwen-vl-utils imports (`io`,
-`transforms.InterpolationMode`, `__version__`: it uses them for videos only; no CUDA-free build is on PyPI); the framework's 300 s wait for a worker that does not answer is set to 30 s (its text unchanged).
+`transforms.InterpolationMode`, `__version__`: it uses them for videos only; no CUDA-free build is on PyPI); the
+framework's 300 s wait for a worker that does not answer is set to 30 s (its text unchanged).
 
     PYTHONPATH=<codedance>:<torchvision stand-in>:<qwen-vl-utils, partial_json_parser>:<sglang 0.5.5.post3 wheel> \\
         <toolserver venv python> scripts/goldens/record_codedance.py <codedance checkout> <out.json>
