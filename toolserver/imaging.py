@@ -215,6 +215,13 @@ def to_rgb(img: Image.Image, alpha: str = "white") -> Image.Image:
 _RESIZE_DIFFERS = frozenset({"RGBA", "LA", "P", "PA", "1", "RGBa", "La", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"})
 
 
+def own_mode_source(mime: str | None, load: Callable[[], bytes | None]) -> bytes | None:
+    """An input's uploaded bytes where its own mode may change what a resize gives (`in_own_mode`), else None.
+    A JPEG is taken as RGB without reading its bytes again (a Redis session would fetch them): JPEG holds no
+    alpha nor palette, and a CMYK JPEG, the one exception, is converted before its resizes."""
+    return None if mime == "image/jpeg" else load()
+
+
 def decode_native(data: bytes) -> Image.Image:
     """An upload decoded as intake decodes it (first frame, EXIF orientation) but left in its own mode: the image a
     reference's dataset holds before its own `convert("RGB")` (Pillow's `Image.open` of the stored bytes)."""

@@ -74,3 +74,13 @@ def test_composited_first_differs_from_the_reference():
     rgb = to_rgb(Image.open(io.BytesIO(png(*case["input"]))), "white")
     old = rgb.crop((0, 0, *rgb.size)).resize(tuple(recorded["shown"]["size"]), Image.Resampling.LANCZOS)
     assert digest(old) != recorded["shown"]["sha256"]
+
+
+def test_both_stores_read_the_upload_in_its_own_mode(settings_any_store):
+    """A Redis session's tool reads the upload's bytes back from Redis: the same pixels as in memory."""
+    case = next(c for c in GOLDEN if c["name"] == "rgba")
+    with TestClient(create_app(settings_any_store)) as client:
+        sid = session(client, "qwen3-vl", png(*case["input"]))
+        recorded = case["qwen3_vl"][0]
+        image = image_of(call(client, sid, "image_zoom_in_tool", recorded["params"])).convert("RGB")
+        assert digest(image) == recorded["shown"]["sha256"]

@@ -48,7 +48,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.formats.base import CallFormat, Parsed, ParsedCall, TurnRule, raw_text_messages
-from toolserver.imaging import decode_native, native_mode, to_rgb
+from toolserver.imaging import decode_native, native_mode, own_mode_source, to_rgb
 from toolserver.memorymap import ImageEntry
 from toolserver.models import ToolResult
 from toolserver.profiles.base import Alpha, Profile
@@ -206,7 +206,7 @@ def input_file(entry: ImageEntry, pixels: Image.Image) -> Image.Image:
     """The image the tool's `create` saves as `input_image.jpg`: its `process_image` of the row's image, which a
     parquet row holds as bytes, so qwen-vl-utils' `fetch_image` (RGBA on white, any other mode `convert("RGB")`,
     smart-resized to multiples of 28, BICUBIC): the size the model sees it at."""
-    source = entry.source_bytes
+    source = own_mode_source(entry.source_mime, lambda: entry.source_bytes)
     if source is not None and native_mode(source) == "RGBA":
         pixels = to_rgb(decode_native(source), "white")
     return fetch_image_view(pixels)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from toolserver.errors import ToolFailure
 from toolserver.formats.groundlight import GROUNDLIGHT
 from toolserver.geometry import Coords
-from toolserver.imaging import in_own_mode
+from toolserver.imaging import in_own_mode, own_mode_source
 from toolserver.models import ViewSettings
 from toolserver.profiles.base import Profile, tools_by_name
 from toolserver.resample import resize_bicubic
@@ -69,7 +69,7 @@ class GroundlightZoom(Tool):
 
         # The dataset's resize (Pillow's default filter: NEAREST for a palette) and the zoom run in the image's own
         # mode; the model's side composites the result on white.
-        out = in_own_mode(entry.pixels, entry.source_bytes,
+        out = in_own_mode(entry.pixels, own_mode_source(entry.source_mime, lambda: entry.source_bytes),
                           lambda image: zoomed(image if size == image.size else image.resize(size)), "white",
                           on_rgb=lambda pixels: zoomed(shared_view(pixels)))
         calls_before = sum(1 for e in ctx.images if e.origin == "tool:zoom")

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from toolserver.arguments import ArgumentStyle
 from toolserver.errors import ToolFailure
 from toolserver.formats.qwen_agent import QWEN_AGENT
-from toolserver.imaging import in_own_mode
+from toolserver.imaging import in_own_mode, own_mode_source
 from toolserver.profiles.base import Profile, tools_by_name
 from toolserver.profiles.qwen_family import qwen3_crop_and_resize, qwen3_expand_box
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
@@ -81,7 +81,8 @@ class Qwen3Zoom(Tool):
             rx1, ry1, rx2, ry2 = args["bbox_2d"]
             box = qwen3_expand_box(rx1 / 1000.0 * width, ry1 / 1000.0 * height, rx2 / 1000.0 * width,
                                    ry2 / 1000.0 * height, width, height)
-            cropped = in_own_mode(entry.pixels, entry.source_bytes, partial(qwen3_crop_and_resize, box=box), "white")
+            cropped = in_own_mode(entry.pixels, own_mode_source(entry.source_mime, lambda: entry.source_bytes),
+                                  partial(qwen3_crop_and_resize, box=box), "white")
         except Exception as exc:  # the reference turns every failure into this text
             raise ToolFailure(f"Tool Execution Error {exc}", "tool_error") from None
         return ToolOutput(text="", images=[cropped],

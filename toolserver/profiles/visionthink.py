@@ -36,7 +36,7 @@ from toolserver import jsonio
 from toolserver.arguments import ArgumentStyle
 from toolserver.formats.base import IMAGE_TOKEN, VISION_TOKENS, Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.geometry import Coords, ViewRule
-from toolserver.imaging import resize_then_rgb
+from toolserver.imaging import own_mode_source, resize_then_rgb
 from toolserver.models import ToolResult, ViewSettings
 from toolserver.profiles.base import Alpha, Profile, tools_by_name
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
@@ -149,7 +149,8 @@ class ResizeImage(Tool):
         width, height = FIRST_VIEW.view_size(*entry.size)
         if width < 28 or height < 28:
             return ToolOutput.failure("Error: Qwen image size should be larger than 28 * 28.", "invalid_image")
-        image = resize_then_rgb(entry.pixels, entry.source_bytes, (width * 2, height * 2), Image.Resampling.LANCZOS)
+        image = resize_then_rgb(entry.pixels, own_mode_source(entry.source_mime, lambda: entry.source_bytes),
+                                (width * 2, height * 2), Image.Resampling.LANCZOS)
         return ToolOutput(RESIZED, images=[image], meta={"source": entry.key, "first_view": [width, height]})
 
 
