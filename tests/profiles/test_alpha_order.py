@@ -84,3 +84,20 @@ def test_both_stores_read_the_upload_in_its_own_mode(settings_any_store):
         recorded = case["qwen3_vl"][0]
         image = image_of(call(client, sid, "image_zoom_in_tool", recorded["params"])).convert("RGB")
         assert digest(image) == recorded["shown"]["sha256"]
+
+
+CODE = json.loads((Path(__file__).parents[1] / "data" / "code_alpha_golden.json").read_text())["cases"]
+CODE_IMAGE = {"pyvision-rl": "image_clue_0", "deepeyes-v2": "image_1"}
+
+
+@pytest.mark.parametrize(("profile", "name"), [(p, n) for p in CODE for n in CODE[p]])
+def test_code_sees_the_image_its_environment_hands_it(client, profile, name):
+    """PyVision-RL and DeepEyesV2 hand the code `process_raw_image` of the row: `convert("RGB")`, alpha dropped
+    (tests/data/code_alpha_golden.json, scripts/goldens/record_code_alpha.py)."""
+    recorded = CODE[profile][name]
+    variable = CODE_IMAGE[profile]
+    sid = session(client, profile, png(*recorded["input"]))
+    code = (f"import hashlib\nprint({variable}.size, {variable}.mode, "
+            f"hashlib.sha256({variable}.convert('RGB').tobytes()).hexdigest())")
+    result = call(client, sid, "python", {"code": code})
+    assert f"({recorded['size'][0]}, {recorded['size'][1]}) RGB {recorded['sha256']}" in result["text"], result
