@@ -101,3 +101,20 @@ def test_code_sees_the_image_its_environment_hands_it(client, profile, name):
             f"hashlib.sha256({variable}.convert('RGB').tobytes()).hexdigest())")
     result = call(client, sid, "python", {"code": code})
     assert f"({recorded['size'][0]}, {recorded['size'][1]}) RGB {recorded['sha256']}" in result["text"], result
+
+
+THYME = json.loads((Path(__file__).parents[1] / "data" / "thyme_alpha_golden.json").read_text())
+
+
+@pytest.mark.parametrize("name", list(THYME["cases"]))
+def test_thyme_code_opens_the_image_in_its_own_mode(client, name):
+    """Thyme's code opens the dataset's file itself (tests/data/thyme_alpha_golden.json, its own executor): RGBA and
+    LA keep their alpha; a palette crosses the sandbox as RGBA, its colours the same (docs/decisions.md)."""
+    recorded = THYME["cases"][name]
+    sid = session(client, "thyme", png(*recorded["input"]))
+    text = call(client, sid, "python", {"code": THYME["read_back"]})["text"]
+    size = f"({recorded['size'][0]}, {recorded['size'][1]})"
+    if recorded["mode"] == "P":
+        assert f"RGBA {size} {recorded['rgba_sha256']} {recorded['rgba_sha256']}" in text, text
+    else:
+        assert recorded["printed"].strip() in text, text
