@@ -153,7 +153,7 @@ def resize_exact(img: Image.Image, size: tuple[int, int], resample: Image.Resamp
     right now are used: on a busy server (every core has work) the resize runs whole in the calling thread.
     """
     global _band_pool
-    if not _BAND_HELPERS or size[0] * size[1] < 250_000:
+    if not _BAND_HELPERS or size[0] * size[1] < 250_000 or img.mode not in ("RGB", "L"):  # a palette: NEAREST
         return img.resize(size, resample)
     helpers = 0
     while helpers < _BAND_HELPERS and _band_permits.acquire(blocking=False):
@@ -207,6 +207,51 @@ def to_rgb(img: Image.Image, alpha: str = "white") -> Image.Image:
         background.paste(rgba, mask=rgba.getchannel("A"))
         return background
     return img.convert("RGB")
+
+
+# Modes whose resize does not commute with `convert("RGB")`: alpha is premultiplied (RGBA, LA), a palette or a
+# bilevel image is resized NEAREST whatever the filter, and CMYK/YCbCr/LAB/HSV convert per pixel after resampling.
+# L resamples exactly as its RGB copy does; 16/32-bit and float modes keep intake's 8-bit scaling.
+_RESIZE_DIFFERS = frozenset({"RGBA", "LA", "P", "PA", "1", "RGBa", "La", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"})
+
+
+def own_mode_source(mime: str | None, load: Callable[[], bytes | None]) -> bytes | None:
+    """An input's uploaded bytes where its own mode may change what a resize gives (`in_own_mode`), else None.
+    A JPEG is taken as RGB without reading its bytes again (a Redis session would fetch them): JPEG holds no
+    alpha nor palette, and a CMYK JPEG, the one exception, is converted before its resizes."""
+    return None if mime == "image/jpeg" else load()
+
+
+def decode_native(data: bytes) -> Image.Image:
+    """An upload decoded as intake decodes it (first frame, EXIF orientation) but left in its own mode: the image a
+    reference's dataset holds before its own `convert("RGB")` (Pillow's `Image.open` of the stored bytes)."""
+    img = Image.open(io.BytesIO(data))
+    img.seek(0)
+    img.load()
+    return ImageOps.exif_transpose(img)
+
+
+def native_mode(data: bytes) -> str:
+    """The mode of an upload's first frame, read from its header only."""
+    return Image.open(io.BytesIO(data)).mode
+
+
+def in_own_mode(rgb: Image.Image, source: bytes | None, apply: Callable[[Image.Image], Image.Image], alpha: str,
+                *, on_rgb: Callable[[Image.Image], Image.Image] | None = None) -> Image.Image:
+    """`apply` (crops and resizes) run on an upload in its own mode and made RGB after by the `alpha` rule, as a
+    reference that resizes its dataset's image before any RGB conversion does. Where the order makes no difference
+    (an RGB or L upload, a frame kept as pixels only) `on_rgb` (else `apply`) runs on intake's RGB pixels `rgb`."""
+    if source is not None and native_mode(source) in _RESIZE_DIFFERS:
+        native = decode_native(source)
+        if native.mode in _RESIZE_DIFFERS:
+            return to_rgb(apply(native), alpha)
+    return (on_rgb or apply)(rgb)
+
+
+def resize_then_rgb(rgb: Image.Image, source: bytes | None, size: tuple[int, int],
+                    resample: Image.Resampling) -> Image.Image:
+    """`image.resize(size, resample).convert("RGB")` on the image in its own mode (VisionThink's `process_image`)."""
+    return in_own_mode(rgb, source, lambda image: resize_exact(image, size, resample), "drop")
 
 
 PNG_ENCODERS = ("auto", "fpng", "pillow")

@@ -7,14 +7,19 @@ the sessions of tests/profiles/codedance_sessions.py:
   vocabulary has, `glm`), the arguments through verl's `OpenAIFunctionCallSchema`, else its
   `_extract_python_code_from_response` (taken from that file as it is);
 - each call through its `CodeExecuteTool` (`verl/tools/code_tool.py`, with `configs/tool_config.yaml`'s schema):
-  `create` with the image, `execute`, its spawned worker processes, its texts and figure encoding;
+  `create` with the image as a dataset row holds it (`{"bytes": <PNG>, "path": None}`: `datasets` stores a PIL
+  image nested in `extra_info.tools_kwargs` so, and `load_dataset("parquet")` hands that dict back), `execute`, its
+  spawned worker processes, its texts and figure encoding;
+- the `input_image.jpg` its `_save_image_in_main_process` writes for such rows: the input above and the RGBA, LA
+  and palette inputs of tests/profiles/alpha_inputs.py;
 - each image as its rollout's `add_tool_response_messages` takes it (`process_image`, qwen-vl-utils 0.0.14's
   `fetch_image`), and the tool turn as its chat template (`configs/multiturn_config.yaml`) renders it after the
   base history, through transformers' template renderer.
 
 Stand-ins, and only these: empty `__init__` files for the `verl`, `verl.utils` and `verl.utils.dataset` packages
-(theirs import the trainer); an empty `torchvision` (qwen-vl-utils imports it for videos only; no CUDA-free build
-is on PyPI); the framework's 300 s wait for a worker that does not answer is set to 30 s (its text unchanged).
+(theirs import the trainer); a `torchvision` holding only the names qwen-vl-utils imports (`io`,
+`transforms.InterpolationMode`, `__version__`: it uses them for videos only; no CUDA-free build is on PyPI); the
+framework's 300 s wait for a worker that does not answer is set to 30 s (its text unchanged).
 
     PYTHONPATH=<codedance>:<torchvision stand-in>:<qwen-vl-utils, partial_json_parser>:<sglang 0.5.5.post3 wheel> \\
         <toolserver venv python> scripts/goldens/record_codedance.py <codedance checkout> <out.json>
@@ -30,6 +35,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +45,10 @@ from PIL import Image
 from verl.tools.schemas import OpenAIFunctionCallSchema, OpenAIFunctionParsedSchema, OpenAIFunctionToolSchema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "profiles"))
+from alpha_inputs import png
 from codedance_sessions import SESSIONS, input_image
+
+ALPHA_INPUTS = {"rgba": ("rgba", 301, 203, 2), "la": ("la", 301, 203, 3), "palette": ("palette", 301, 203, 4)}
 
 # The tool's workers are spawned processes that import this module again: what only the rollout's side needs is
 # imported in `main`.
@@ -57,6 +66,27 @@ def sha(data: bytes) -> str:
 
 def pixels_of(image: Image.Image) -> dict[str, Any]:
     return {"size": list(image.size), "mode": image.mode, "pixels_sha256": sha(image.tobytes())}
+
+
+def row_image(data: bytes) -> dict[str, Any]:
+    """An image as a parquet row of the reference's data holds it (what `datasets` makes of a nested PIL image)."""
+    return {"bytes": data, "path": None}
+
+
+def png_of(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def saved_input_files(tmp: Path) -> dict[str, Any]:
+    """The `input_image.jpg` the tool's `create` writes for each input, read back as its code reads it."""
+    inputs = {"rgb": png_of(input_image()), **{name: png(*spec) for name, spec in ALPHA_INPUTS.items()}}
+    out = {}
+    for name, data in inputs.items():
+        path = code_tool._save_image_in_main_process(f"file-{name}", row_image(data), str(tmp / name))
+        out[name] = {"png_sha256": sha(data), **pixels_of(Image.open(path))}
+    return out
 
 
 def rollout_function(root: Path, name: str) -> Any:
@@ -133,7 +163,7 @@ def record_message(content: list[dict[str, Any]]) -> tuple[dict[str, Any], list[
 async def run_session(rollout: Rollout, name: str, with_image: bool, turns: list[str]) -> dict[str, Any]:
     request_id = f"session-{name}"
     if with_image:
-        await rollout.tool.create(request_id, image=input_image())
+        await rollout.tool.create(request_id, image=row_image(png_of(input_image())))
     else:
         await rollout.tool.create(request_id)
     recorded = []
@@ -187,6 +217,8 @@ def main() -> None:
                           f"{__import__('numpy').__version__}, matplotlib {__import__('matplotlib').__version__}, "
                           f"opencv {__import__('cv2').__version__}; the framework's worker wait set to 30 s",
            "input_image": pixels_of(input_image()),
+           "row_form": "bytes",
+           "input_files": saved_input_files(Path(tempfile.mkdtemp())),
            "turn_limit": {"text": turn_limit_text(root), "appended": limit_appended},
            "sessions": sessions}
     Path(sys.argv[2]).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")

@@ -20,14 +20,17 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from tests.conftest import b64, png_bytes
+from tests.profiles.alpha_inputs import png
 from tests.profiles.codedance_sessions import RUN, code, input_image
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.profiles.codedance import TURN_LIMIT, CodeDanceFormat, glm_calls, timeout_of
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "codedance_golden.json").read_text())
+FILE_SIZE = tuple(GOLDEN["input_files"]["rgb"]["size"])  # input_image.jpg: the row's processed image (252, 196)
 RECORDED = {session["name"]: session for session in GOLDEN["sessions"]}
 CODEDANCE = CodeDanceFormat()
+ALPHA_INPUTS = {"rgba": ("rgba", 301, 203, 2), "la": ("la", 301, 203, 3), "palette": ("palette", 301, 203, 4)}
 SLOW = {"glm_timeout_argument", "glm_timeout_with_output", "glm_timeout_swallowed"}
 
 
@@ -112,7 +115,7 @@ def test_through_tool_calls_and_get_observation(client, tmp_path):
     calls = [{"id": "c1", "type": "function", "function": {"name": RUN, "arguments": json.dumps(
         {"code": "print(input_image.size)"})}}]
     answer = client.post(f"/v1/sessions/{sid}/tool_calls", json={"tool_calls": calls}).json()
-    assert answer["results"][0]["text"].startswith("Code execution successful, output:\n(256, 192)\nThink")
+    assert answer["results"][0]["text"].startswith(f"Code execution successful, output:\n{FILE_SIZE}\nThink")
     settings = Settings(data_dir=tmp_path / "data", sr_model_dir=tmp_path / "none", verl_tool_profile="codedance")
     with TestClient(create_app(settings)) as bridge:
         image = "data:image/png;base64," + b64(png_bytes(input_image()))
@@ -143,7 +146,7 @@ def test_through_mcp_and_the_verl_adapter(live_server):
 
     names, first, second = asyncio.run(asyncio.wait_for(mcp_calls(), 120))
     assert names == ["load_image", RUN] and not first.is_error
-    assert second.content[-1].text.startswith("Code execution successful, output:\n128\n")
+    assert second.content[-1].text.startswith(f"Code execution successful, output:\n{FILE_SIZE[0] // 2}\n")
 
     tool = ToolServerTool(config={"type": "native", "url": live_server.url, "profile": "codedance", "tool": RUN},
                           tool_schema=None)
@@ -170,7 +173,7 @@ def test_code_that_ends_its_process_reads_as_the_framework_s_timeout(client, sou
     answer = client.post(f"/v1/sessions/{sid}/act", json={"text": code(source)}).json()
     assert answer["results"][0]["text"] == "Code execution timed out." and not answer["done"]
     after = client.post(f"/v1/sessions/{sid}/act", json={"text": code("print('kept' in globals(), input_image.size)")})
-    assert after.json()["results"][0]["text"].startswith("Code execution successful, output:\nFalse (256, 192)\n")
+    assert after.json()["results"][0]["text"].startswith(f"Code execution successful, output:\nFalse {FILE_SIZE}\n")
 
 
 def test_the_alarm_s_seconds():
@@ -183,3 +186,24 @@ def test_sessions_keep_their_own_namespaces(client):
     client.post(f"/v1/sessions/{first}/act", json={"text": code("mine = 'first'")})
     answer = client.post(f"/v1/sessions/{second}/act", json={"text": code("print('mine' in globals())")}).json()
     assert answer["results"][0]["text"].startswith("Code execution successful, output:\nFalse\n")
+
+
+READ_BACK = ("import hashlib\nfrom PIL import Image\nim = Image.open('input_image.jpg')\n"
+             "print(im.size, im.mode, hashlib.sha256(im.tobytes()).hexdigest())")
+
+
+@pytest.mark.parametrize("name", list(GOLDEN["input_files"]))
+def test_input_image_jpg_is_the_rows_processed_image(client, name):
+    """`input_image.jpg` is what the tool's `create` writes for a parquet row (the image's bytes): qwen-vl-utils'
+    `fetch_image` of it (RGBA on white, other modes `convert("RGB")`, smart-resized), saved as a JPEG
+    (tests/data/codedance_golden.json `input_files`, recorded from `_save_image_in_main_process`)."""
+    recorded = GOLDEN["input_files"][name]
+    data = png_bytes(input_image()) if name == "rgb" else png(*ALPHA_INPUTS[name])
+    assert hashlib.sha256(data).hexdigest() == recorded["png_sha256"]
+    sid = client.post("/v1/sessions", json={"profile": "codedance", "images": [{"data": b64(data)}]}).json()[
+        "session_id"]
+    answer = client.post(f"/v1/sessions/{sid}/tools/execute_python_code", json={"code": READ_BACK}).json()
+    assert answer["ok"], answer
+    size = f"({recorded['size'][0]}, {recorded['size'][1]})"
+    assert answer["text"].startswith(f"Code execution successful, output:\n{size} {recorded['mode']} "
+                                     f"{recorded['pixels_sha256']}\n"), answer["text"]

@@ -6,6 +6,7 @@ returned (size and pixels), with originals (`use_raw_image`) and with views (the
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from functools import cache
 from pathlib import Path
@@ -15,6 +16,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from tests.conftest import b64, png_bytes
+from tests.profiles.alpha_inputs import png
 from tests.profiles.helpers import act_image
 from tests.profiles.test_pyvision_rl import golden_image
 from toolserver.api import create_app
@@ -98,3 +100,29 @@ def test_the_turn_and_the_check():
     with pytest.raises(UnboundLocalError):
         prepare_tool_call_inputs([])
     assert prepare_tool_call_inputs([{"arguments": {"action": "resize"}}]) == "resize"
+
+
+ALPHA = json.loads((Path(__file__).parents[1] / "data" / "visionthink_alpha_golden.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", ALPHA, ids=[c["name"] for c in ALPHA])
+def test_alpha_and_palettes_are_dropped_after_the_resize_as_the_reference_does(client, case):
+    """tests/data/visionthink_alpha_golden.json: VisionThink's own `process_image` on RGBA, LA and palette PNGs
+    (scripts/goldens/record_visionthink_alpha.py) resizes in the image's own mode, then converts to RGB."""
+    data = png(*case["input"])
+    assert hashlib.sha256(data).hexdigest() == case["png_sha256"]
+    shown_first = first_view(Image.open(io.BytesIO(data)))
+    assert [*shown_first.size] == case["first_view"]["size"] and raw_digest(shown_first) == case["first_view"]["sha256"]
+    response = client.post("/v1/sessions", json={"profile": "visionthink", "images": [{"data": b64(data)}]})
+    sid = response.json()["session_id"]
+    answer = act(client, sid, SESSIONS["resize_then_answer"]["turns"][0]["action"])
+    image = act_image(answer)
+    assert [*image.size] == case["resized"]["size"] and raw_digest(image) == case["resized"]["sha256"]
+    if case["input_mode"] == "RGBA":  # dropping alpha first gives other pixels: the order is what is tested
+        dropped_first = Image.open(io.BytesIO(data)).convert("RGB").resize(image.size, Image.Resampling.LANCZOS)
+        assert raw_digest(dropped_first) != case["resized"]["sha256"]
+
+
+def raw_digest(image: Image.Image) -> str:
+    assert image.mode == "RGB"
+    return hashlib.sha256(image.tobytes()).hexdigest()

@@ -21,7 +21,17 @@ from starlette.routing import Route
 from toolserver import __version__
 from toolserver.api.bodies import BoundedJSONRoute, error_body
 from toolserver.api.openenv.docs import document_openenv
-from toolserver.api.routers import documents, inspection, openenv, operations, rewards, sessions, tools, verl_tool
+from toolserver.api.routers import (
+    documents,
+    inspection,
+    openenv,
+    operations,
+    rewards,
+    sessions,
+    tools,
+    verl_tool,
+    vrag,
+)
 from toolserver.api.routers.operations import UI_FILES
 from toolserver.config import Settings
 from toolserver.core import Core
@@ -86,7 +96,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     _add_error_handlers(app, core)
     if keys:
         _add_api_key_check(app, keys)
-    for module in (sessions, inspection, tools, rewards, documents, operations, verl_tool, openenv):
+    for module in (sessions, inspection, tools, rewards, documents, operations, verl_tool, openenv, vrag):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})

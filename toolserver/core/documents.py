@@ -4,11 +4,13 @@ library's own errors turned into protocol errors whose status says what kind of 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from toolserver.config import Settings
+from toolserver.documents.corpus import CorpusHit, search_corpus
 from toolserver.documents.library import DocumentLibrary
 from toolserver.documents.sources import DocumentError, check_filename, filename_from_path
 from toolserver.errors import BadRequest, Conflict, NotFound, ServiceError, TooLarge
@@ -46,6 +48,13 @@ class Documents:
     async def get(self, filename: str) -> DocumentInfo:
         with document_errors():
             return await asyncio.to_thread(self.library.get, filename)
+
+    async def search_pages(self, queries: Sequence[str], top_k: int,
+                           only: str | None = None) -> builtins.list[builtins.list[CorpusHit]]:
+        """Each query's `top_k` best pages of the whole library (or of the document `only`), off the event loop."""
+        with document_errors():
+            return await asyncio.to_thread(
+                lambda: [search_corpus(self.library, query, top_k, only=only) for query in queries])
 
     async def delete(self, filename: str) -> None:
         with document_errors():

@@ -30,6 +30,7 @@ from toolserver.core.readiness import Readiness, readiness
 from toolserver.core.rewards import Rewards
 from toolserver.core.verl_tool import ObservationRequest, ObservationResponse, VerlToolBridge
 from toolserver.core.wiring import Services
+from toolserver.documents.corpus import CorpusHit
 from toolserver.errors import ServiceError, TooLarge
 from toolserver.geometry import Coords
 from toolserver.models import (
@@ -257,6 +258,9 @@ class Core:
 
     async def document(self, filename: str) -> DocumentInfo:
         return await self._documents.get(filename)
+
+    async def search_pages(self, queries: list[str], top_k: int, only: str | None = None) -> list[list[CorpusHit]]:
+        return await self._documents.search_pages(queries, top_k, only)
 
     async def delete_document(self, filename: str) -> None:
         await self._documents.delete(filename)

@@ -17,12 +17,14 @@ from toolserver.formats.mini_o3 import MINI_O3
 from toolserver.formats.nemo_gym import NEMO_GYM
 from toolserver.formats.pixel_reasoner import PIXEL_REASONER
 from toolserver.formats.qwen_agent import QWEN_AGENT
+from toolserver.formats.vrag import VRAG
 from toolserver.registry import Registry
 
 __all__ = ["FORMATS", "CallFormat", "Parsed", "ParsedCall", "TurnRule", "get_format", "parse", "register_format"]
 
 FORMATS: Registry[CallFormat] = Registry("call format", lambda fmt: fmt.name)
-for _builtin in (HERMES, GROUNDLIGHT, MAGS_RL, MGPO, MINI_O3, QWEN_AGENT, DEEPEYES, PIXEL_REASONER, NEMO_GYM):
+for _builtin in (HERMES, GROUNDLIGHT, MAGS_RL, MGPO, MINI_O3, QWEN_AGENT, DEEPEYES, PIXEL_REASONER, NEMO_GYM,
+                 VRAG):
     FORMATS.register(_builtin)
 
 

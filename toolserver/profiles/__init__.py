@@ -27,6 +27,7 @@ from toolserver.profiles import (
     qwen3_vl,
     thyme,
     visionthink,
+    vrag_rl,
 )
 from toolserver.profiles.base import Alpha, Profile, ProfileError
 from toolserver.registry import BUILTIN, Registry
@@ -35,7 +36,8 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
-                   pyvision_rl, deepeyes_v2, thyme, mini_o3, chain_of_focus, visionthink, nemo_gym, codedance)
+                   pyvision_rl, deepeyes_v2, thyme, mini_o3, chain_of_focus, visionthink, nemo_gym, codedance,
+                   vrag_rl)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 

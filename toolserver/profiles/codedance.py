@@ -29,8 +29,9 @@ killed 5 s after it, not after the framework's 300 s, and reads as the framework
 as does code that ends its own process; either way the worker and its namespace are gone, as they are when the
 reference restarts its worker (the files the code wrote go too). A `timeout` argument that is not finite, or is
 over 300 s, is 300 s. Texts past 1 MB are cut with a marker; at most the sandbox's image limit of images a cell.
-`input_image_path` names the file in the sandbox. One input image: the session's first, its transparency dropped
-as `convert("RGB")` drops it.
+`input_image_path` names the file in the sandbox. One input image: the session's first, as the reference's data
+path hands it to `create` (a parquet row's bytes, so `process_image` smart-resizes it: `input_file`), saved as
+`input_image.jpg`.
 """
 
 from __future__ import annotations
@@ -40,12 +41,15 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.formats.base import CallFormat, Parsed, ParsedCall, TurnRule, raw_text_messages
-from toolserver.imaging import to_rgb
+from toolserver.imaging import decode_native, native_mode, own_mode_source, to_rgb
+from toolserver.memorymap import ImageEntry
 from toolserver.models import ToolResult
 from toolserver.profiles.base import Alpha, Profile
 from toolserver.profiles.qwen_family import fetch_image_view
@@ -54,6 +58,7 @@ from toolserver.sandbox.executor import Execution, SandboxImage, SandboxUnavaila
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 NAME = "execute_python_code"
+INPUT_FILE_RULE = "codedance-input-file:fetch_image:28"
 USER_PROMPT = ("\nThink with the tool's result, then answer. Determine if it adequately answers the user's question. "
                "If the information is insufficient or irrelevant, formulate a new strategy and execute a new tool call "
                "to obtain a helpful result.")
@@ -177,7 +182,8 @@ class ExecutePythonCode(Tool):
             return _framework_error("the sandbox is not available", "sandbox_unavailable")
         seconds = timeout_of(arguments)
         inputs = [entry for entry in ctx.images if entry.is_input][:1]
-        images = [SandboxImage([IMAGE_NAME], entry.pixels) for entry in inputs]
+        images = [SandboxImage([IMAGE_NAME], ctx.view(entry, INPUT_FILE_RULE, partial(input_file, entry)))
+                  for entry in inputs]
         runner = {"program": "codedance", "show_hook": False, "max_output_bytes": MAX_TEXT_BYTES,
                   "options": {"image_name": IMAGE_NAME, "timeout_s": seconds}}
         try:
@@ -194,6 +200,16 @@ class ExecutePythonCode(Tool):
             return ToolOutput.failure(TIMED_OUT, "timeout" if done.status == "timeout" else done.status,
                                       reward=-0.5, worker_lost=True)
         return _observed(done)
+
+
+def input_file(entry: ImageEntry, pixels: Image.Image) -> Image.Image:
+    """The image the tool's `create` saves as `input_image.jpg`: its `process_image` of the row's image, which a
+    parquet row holds as bytes, so qwen-vl-utils' `fetch_image` (RGBA on white, any other mode `convert("RGB")`,
+    smart-resized to multiples of 28, BICUBIC): the size the model sees it at."""
+    source = own_mode_source(entry.source_mime, lambda: entry.source_bytes)
+    if source is not None and native_mode(source) == "RGBA":
+        pixels = to_rgb(decode_native(source), "white")
+    return fetch_image_view(pixels)
 
 
 def _observed(done: Execution) -> ToolOutput:

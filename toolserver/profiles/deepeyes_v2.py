@@ -3,7 +3,8 @@ printed, the traceback and the figures it showed. Its RL environment, `DeepEyesV
 (`reinforcement_learning/verl/workers/agent/envs/deepeyesv2/deepeyesv2.py`), reproduced: the turn, the code's
 rewrite, the observation texts and image rules, in the chat markup it trains with. The cells run in a stateful
 sandbox worker per session, through the reference's code server as a program (`toolserver.sandbox.programs.
-deepeyes_v2`: IPython, its traceback and figure capture, its alarm).
+deepeyes_v2`: IPython, its traceback and figure capture, its alarm). `image_1` is the row's `process_raw_image`,
+`convert("RGB")`: transparency dropped (the profile's alpha rule).
 
 The turn (`DeepEyesV2Format.parse`): a non-empty last `<answer>…</answer>`, anywhere, ends the episode (code beside
 it does not run). Else, if `<code>` occurs, the last ```` ```python ```` fence (newline after it, newline before the
@@ -43,7 +44,7 @@ from PIL import Image
 
 from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.models import ToolResult
-from toolserver.profiles.base import Profile
+from toolserver.profiles.base import Alpha, Profile
 from toolserver.profiles.pyvision_rl import CodeArgs
 from toolserver.sandbox.child import capped
 from toolserver.sandbox.executor import Execution, SandboxImage, SandboxUnavailable
@@ -229,5 +230,5 @@ def _streams(done: Execution) -> tuple[str, str]:
 PROFILES = (
     Profile("deepeyes-v2", "DeepEyesV2's code environment: code in <code>, rewritten as it rewrites it, an IPython "
             "namespace kept between turns, plt.show() figures and its observation template, exact.",
-            {"python": DeepEyesV2Python()}, call_format=DeepEyesV2Format()),
+            {"python": DeepEyesV2Python()}, call_format=DeepEyesV2Format(), alpha=Alpha.DROP),
 )

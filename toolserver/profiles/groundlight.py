@@ -3,7 +3,9 @@
 The tool sees the image as the Groundlight dataset hands it over (long side shrunk to at most 1024, the
 profile's view rule) and the keypoint is in that image's pixels. The window is shifted, never shrunk, to
 stay inside; an image smaller than 400 on a side gives its full extent on that side. The crop's long side
-becomes max(W, H, 400) of that image (the other side rounded, at least 1), LANCZOS. Validation texts and
+becomes max(W, H, 400) of that image (the other side rounded, at least 1), LANCZOS. The dataset's resize and the
+zoom run in the image's own mode (an RGBA, LA or palette upload from its bytes as uploaded: alpha premultiplied, a
+palette resized NEAREST, as Pillow does); the model's side composites the result on white. Validation texts and
 the "Error: Parsing arguments for tool 'zoom': …" wrapping are the reference's (groundlight/r1_vlm @ d87e650,
 `src/r1_vlm/tools/zoom.py` and `src/r1_vlm/environments/tool_vision_env.py`).
 """
@@ -12,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.errors import ToolFailure
 from toolserver.formats.groundlight import GROUNDLIGHT
 from toolserver.geometry import Coords
+from toolserver.imaging import in_own_mode, own_mode_source
 from toolserver.models import ViewSettings
 from toolserver.profiles.base import Profile, tools_by_name
 from toolserver.resample import resize_bicubic
@@ -50,17 +54,24 @@ class GroundlightZoom(Tool):
         if pair is None or not all(isinstance(v, int) for v in pair):
             raise _error("Error:keypoint must be a list or tuple of two integers [x, y]")
         x, y = (int(v) for v in pair)
-        view = entry.pixels
-        if entry.view_size and entry.view_size != entry.size:
-            size = entry.view_size
-            view = ctx.view(entry, f"resize {size[0]}x{size[1]} bicubic",
-                            lambda pixels: resize_bicubic(pixels, size))
-        width, height = view.size
+        size = entry.view_size if entry.view_size and entry.view_size != entry.size else entry.size
+        width, height = size
         if not (0 <= x < width and 0 <= y < height):
             raise _error(f"Error: keypoint [{x}, {y}] is outside the image boundaries (width={width}, height={height})")
         box = window_box(x, y, width, height)
-        crop = view.crop(box)
-        out = upscale_to(crop, max(width, height, WINDOW))
+
+        def zoomed(view: Image.Image) -> Image.Image:
+            return upscale_to(view.crop(box), max(width, height, WINDOW))
+
+        def shared_view(pixels: Image.Image) -> Image.Image:
+            return pixels if size == pixels.size else ctx.view(entry, f"resize {width}x{height} bicubic",
+                                                               lambda image: resize_bicubic(image, size))
+
+        # The dataset's resize (Pillow's default filter: NEAREST for a palette) and the zoom run in the image's own
+        # mode; the model's side composites the result on white.
+        out = in_own_mode(entry.pixels, own_mode_source(entry.source_mime, lambda: entry.source_bytes),
+                          lambda image: zoomed(image if size == image.size else image.resize(size)), "white",
+                          on_rgb=lambda pixels: zoomed(shared_view(pixels)))
         calls_before = sum(1 for e in ctx.images if e.origin == "tool:zoom")
         sx, sy = entry.size[0] / width, entry.size[1] / height
         meta = {"source": entry.key, "view_size": [width, height], "box_view": list(box),

@@ -2,7 +2,8 @@
 back what it printed and showed. Its environment, `MultiModalPythonTool_w_Image_Hint`
 (`verl_agents/verl/workers/agent/envs/agents_x/safe_persis_python_exe_tool_w_image_hint.py`), reproduced: the
 turn, the namespace kept between turns, the figure capture and the observation texts, in the Qwen2.5-VL chat
-markup it trains with. The code runs in a stateful sandbox worker (`toolserver.sandbox`) per session.
+markup it trains with. The code runs in a stateful sandbox worker (`toolserver.sandbox`) per session. Its image is
+the row's `process_raw_image`, `convert("RGB")`: transparency dropped (the profile's alpha rule).
 
 The turn (`PyVisionFormat.parse`): the last `<answer>…</answer>` first (not stripped); a non-empty one ends the
 episode and code beside it is not run. Then the code: the last ```` ```python ```` fence inside `<code>…</code>`,
@@ -39,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.geometry import smart_resize
 from toolserver.models import ToolResult
-from toolserver.profiles.base import Profile
+from toolserver.profiles.base import Alpha, Profile
 from toolserver.sandbox.executor import SandboxImage, SandboxUnavailable
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -186,5 +187,5 @@ def as_model_sees(figure: Image.Image) -> Image.Image:
 PROFILES = (
     Profile("pyvision-rl", "PyVision-RL's Python environment: code in <code>, a namespace kept between turns, "
             "plt.show() figures and the <interpreter> observation, exact.",
-            {"python": PyVisionPython()}, call_format=PyVisionFormat()),
+            {"python": PyVisionPython()}, call_format=PyVisionFormat(), alpha=Alpha.DROP),
 )

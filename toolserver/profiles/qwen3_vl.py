@@ -3,7 +3,10 @@
 Boxes are relative 0–1000 on the raw image (no fetch_image resize), clamped rather than rejected; the
 crop is resized with smart_resize(factor 32, min 256·32·32). `img_idx` indexes the *input* images only
 (the maintainers' answer in QwenLM/Qwen3-VL#1667), with Python indexing (-1 is the last). The tool
-returns the image alone, so the result text is empty. Failures read as the reference's do:
+returns the image alone, so the result text is empty. It crops and resizes the image file in its own mode and saves
+the PNG; the model's side makes it RGB: an RGBA, LA or palette upload is cropped and resized from its bytes as
+uploaded (alpha premultiplied, a palette resized NEAREST, as Pillow does), then composited on white.
+Failures read as the reference's do:
 `Error: Invalid input image [...]` (listing our keys where it lists paths) and
 `Tool Execution Error <exception text>`. Arguments are read as Qwen-Agent reads them (profile `qwen3-vl`,
 toolserver.arguments): lenient JSON, then `jsonschema.validate` against `QWEN_AGENT_PARAMETERS`, so a
@@ -13,6 +16,7 @@ missing argument reads `Tool Execution Error '<name>'`.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -20,6 +24,7 @@ from pydantic import BaseModel, Field
 from toolserver.arguments import ArgumentStyle
 from toolserver.errors import ToolFailure
 from toolserver.formats.qwen_agent import QWEN_AGENT
+from toolserver.imaging import in_own_mode, own_mode_source
 from toolserver.profiles.base import Profile, tools_by_name
 from toolserver.profiles.qwen_family import qwen3_crop_and_resize, qwen3_expand_box
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
@@ -76,7 +81,8 @@ class Qwen3Zoom(Tool):
             rx1, ry1, rx2, ry2 = args["bbox_2d"]
             box = qwen3_expand_box(rx1 / 1000.0 * width, ry1 / 1000.0 * height, rx2 / 1000.0 * width,
                                    ry2 / 1000.0 * height, width, height)
-            cropped = qwen3_crop_and_resize(entry.pixels, box)
+            cropped = in_own_mode(entry.pixels, own_mode_source(entry.source_mime, lambda: entry.source_bytes),
+                                  partial(qwen3_crop_and_resize, box=box), "white")
         except Exception as exc:  # the reference turns every failure into this text
             raise ToolFailure(f"Tool Execution Error {exc}", "tool_error") from None
         return ToolOutput(text="", images=[cropped],

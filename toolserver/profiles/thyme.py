@@ -12,7 +12,9 @@ continuation, which the trainer reads after a `<code>\\n` it puts back: a turn h
 is read that way. Neither code nor answer: no observation, the episode goes on.
 
 The user turn names the image as `/mnt/data/user_images/<key>.png` (its key in the session; `generate_prompt_final_qa`
-writes the path and size), a path inside the sandbox. The observation is `<sandbox_output>` + what the trainer
+writes the path and size), a path inside the sandbox. The file is the upload in its own mode (an RGBA or LA image
+keeps its alpha, as the dataset's file the reference's code opens does; a palette arrives as RGBA).
+The observation is `<sandbox_output>` + what the trainer
 writes + `</sandbox_output>`, appended to the assistant turn with nothing between: `<image>` per output image
 (the trajectory holds at most 11), or the stdout, or the executor's error text (`Sandbox for <key>: …`). A call
 past 10 s reads `Code execution failed: 'Timed Out'` (the alarm, which the code may catch); one still running 5 s
@@ -30,12 +32,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
+from toolserver.imaging import decode_native, native_mode, own_mode_source
+from toolserver.memorymap import ImageEntry
 from toolserver.models import ToolResult
 from toolserver.profiles.base import Profile
-from toolserver.sandbox.child import capped
+from toolserver.sandbox.child import capped, in_raw_mode
 from toolserver.sandbox.executor import SandboxImage, SandboxUnavailable
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -109,6 +114,23 @@ class ThymeFormat(RawTextFormat):
         return "" if body is None else body.replace("<image>", image)
 
 
+OWN_MODE_RULE = "thyme-file:own-mode"
+
+
+def file_image(ctx: ToolContext, entry: ImageEntry) -> Image.Image:
+    """The image file the code opens, in the upload's own mode (the reference hands the code the dataset's file):
+    an RGBA or LA upload keeps its alpha; a palette crosses the sandbox's pipes as RGBA (the same colours)."""
+    source = own_mode_source(entry.source_mime, lambda: entry.source_bytes)
+    if source is None or native_mode(source) in ("RGB", "L"):
+        return entry.pixels
+
+    def own_mode(_: Image.Image) -> Image.Image:
+        own = decode_native(source)
+        return own if own.mode in ("RGBA", "LA") else in_raw_mode(own)
+
+    return ctx.view(entry, OWN_MODE_RULE, own_mode)
+
+
 class ThymeArgs(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -129,7 +151,7 @@ class ThymePython(Tool):
             return ToolOutput("")
         inputs = [entry for entry in ctx.images if entry.is_input]
         key = user_image_key(inputs[0].key) if inputs else "1"  # the trainer's placeholder path is `…/1.jpeg`
-        images = [SandboxImage([f"{INPUT_NAME}{i}"], entry.pixels) for i, entry in enumerate(inputs)]
+        images = [SandboxImage([f"{INPUT_NAME}{i}"], file_image(ctx, entry)) for i, entry in enumerate(inputs)]
         files = [[f"{INPUT_NAME}{i}", user_image_key(entry.key)] for i, entry in enumerate(inputs)]
         runner = {"program": "thyme", "show_hook": False, "error_style": "message",
                   "max_output_bytes": MAX_TEXT_BYTES,

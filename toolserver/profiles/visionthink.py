@@ -8,9 +8,11 @@ the two images `process_image` makes in `verl/utils/dataset/multimodal_dataset.p
 
 The first view (the profile's view rule, `first_view`): the image scaled into [262144, 4194304] pixels (`int()`
 sides), then each side halved (`//`), LANCZOS both times. The `resize_image` tool answers with the original
-resized straight to twice the first view's size (LANCZOS), the same image at every call. A session whose inputs
-are views (`input_form: view`, the verl-tool bridge) has no original: there the rollout's other mode
-(`use_raw_image=False`) is what runs, doubling the last image of the session.
+resized straight to twice the first view's size (LANCZOS), the same image at every call. Both resize the image
+in its own mode and drop alpha after (`convert("RGB")` last): an RGBA, LA or palette upload is resized from its
+bytes as uploaded (premultiplied alpha; a palette resized NEAREST, as Pillow does), not from intake's RGB. A
+session whose inputs are views (`input_form: view`, the verl-tool bridge) has no original: there the rollout's
+other mode (`use_raw_image=False`) is what runs, doubling the last image of the session.
 
 The turn: a text with `<tool_call>…</tool_call>` is a call, else the episode ends. Every block's `{…}}` pieces (the
 rollout's `\\{.*?\\}\\}`) are `json.loads`-ed, and each must hold `["arguments"]["action"] == "resize"`, the only one
@@ -34,6 +36,7 @@ from toolserver import jsonio
 from toolserver.arguments import ArgumentStyle
 from toolserver.formats.base import IMAGE_TOKEN, VISION_TOKENS, Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.geometry import Coords, ViewRule
+from toolserver.imaging import own_mode_source, resize_then_rgb
 from toolserver.models import ToolResult, ViewSettings
 from toolserver.profiles.base import Alpha, Profile, tools_by_name
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
@@ -86,7 +89,8 @@ class VisionThinkFormat(RawTextFormat):
 
 
 def first_view(image: Image.Image) -> Image.Image:
-    """What the model sees first (the dataset's `process_image` with `tool_call`), for a trainer to show it."""
+    """What the model sees first (the dataset's `process_image` with `tool_call`), for a trainer to show it: an image
+    with alpha or a palette is resized in its own mode and made RGB last, as there."""
     lanczos = Image.Resampling.LANCZOS
     if image.width * image.height > MAX_PIXELS:
         factor = math.sqrt(MAX_PIXELS / (image.width * image.height))
@@ -94,7 +98,8 @@ def first_view(image: Image.Image) -> Image.Image:
     if image.width * image.height < MIN_PIXELS:
         factor = math.sqrt(MIN_PIXELS / (image.width * image.height))
         image = image.resize((int(image.width * factor), int(image.height * factor)), resample=lanczos)
-    return image.resize((image.width // 2, image.height // 2), resample=lanczos)
+    image = image.resize((image.width // 2, image.height // 2), resample=lanczos)
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def prepare_tool_call_inputs(json_objects: list[Any]) -> Any:
@@ -144,7 +149,8 @@ class ResizeImage(Tool):
         width, height = FIRST_VIEW.view_size(*entry.size)
         if width < 28 or height < 28:
             return ToolOutput.failure("Error: Qwen image size should be larger than 28 * 28.", "invalid_image")
-        image = entry.pixels.resize((width * 2, height * 2), Image.Resampling.LANCZOS)
+        image = resize_then_rgb(entry.pixels, own_mode_source(entry.source_mime, lambda: entry.source_bytes),
+                                (width * 2, height * 2), Image.Resampling.LANCZOS)
         return ToolOutput(RESIZED, images=[image], meta={"source": entry.key, "first_view": [width, height]})
 
 
