@@ -10,11 +10,13 @@ until the model answers or `--max-turns` is reached:
   observation is appended the way that system renders it. A malformed call comes back as an error text the
   model can read and fix.
 
-Against the scripted stand-in model (`python examples/scripted_model.py --port 8001`):
+Against the scripted stand-in model (`python examples/scripted_model.py --port 8001`, a script for every
+`--format`):
 
     python examples/rollout.py --model-url http://127.0.0.1:8001/v1 --format hermes --image photo.jpg
 
-With a real model, pass its endpoint, `--model` name and `--api-key`.
+With a real model, pass its endpoint, `--model` name and `--api-key`. A failure outside the loop (the model's
+or toolserver's error answer, no connection) is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
