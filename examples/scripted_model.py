@@ -1,9 +1,10 @@
 """A scripted stand-in for an OpenAI-compatible chat endpoint, so the rollout example runs without a model.
 
 `POST /v1/chat/completions` answers from a script chosen by the request's `model` name (`scripted-<format>`),
-one step per assistant turn already in the conversation. Each script calls tools in that format, sends one
-malformed call (to show the model-readable error that comes back instead of a silent drop), and ends with an
-`<answer>`. Answers are built with the `openai` package's own `ChatCompletion` type.
+one step per assistant turn already in the conversation. There is a script for every format `rollout.py` offers:
+each calls tools in that system's own syntax, many also send one malformed call (to show the model-readable error
+that comes back instead of a silent drop), and each ends with an `<answer>`. Answers are built with the `openai`
+package's own `ChatCompletion` type.
 
     python examples/scripted_model.py --port 8001
 """
