@@ -124,3 +124,16 @@ def test_listing_on_every_address_without_keys_answers_this_machine_only(setting
         assert remote.get("/v1/trajectories").status_code == 200
     with TestClient(create_app(public.model_copy(update={"session_list": "off"})), client=LOCAL) as local:
         assert local.get("/v1/sessions").status_code == 403
+
+
+def test_a_backlog_of_sessions_is_kept_without_thumbnails(settings, monkeypatch):
+    from toolserver.core import archive
+
+    monkeypatch.setattr(archive, "MAX_PENDING", 0)  # every session finds the writer busy
+    with TestClient(create_app(settings)) as client:
+        sid = session(client)
+        zoom(client, sid, [0, 0, 500, 500])
+        client.delete(f"/v1/sessions/{sid}")
+        assert finished(client) == [sid]
+        assert len(client.get(f"/v1/trajectories/{sid}").json()["calls"]) == 1
+        assert client.get(f"/v1/trajectories/{sid}/images/original_image").json()["code"] == "unknown_image"

@@ -3,7 +3,9 @@
 When a session ends (released, expired, evicted), the store hands it over before it forgets it: its call log
 becomes a trajectory (as `GET /v1/sessions/{id}/trajectory` showed it), written with a JPEG thumbnail of each image
 (at most `THUMBNAIL_SIDE` px a side, the first `MAX_IMAGES`) to `<archive_dir>/<session id>/`, in one background
-thread. The newest `archive_max_sessions` are kept (older ones are deleted as new ones arrive; 0: no archive).
+thread at a lower CPU priority (a few ms of resizing and JPEG per image, off the event loop and behind the serving
+threads; past `MAX_PENDING` sessions waiting, a session is kept without thumbnails rather than its pixels held).
+The newest `archive_max_sessions` are kept (older ones are deleted as new ones arrive; 0: no archive).
 A finished session keeps its owner: with API keys, only its key (or an operator) lists and reads it.
 
 Only a store that holds a session's pixels and calls in this process hands it over: the in-memory store (one
@@ -12,9 +14,11 @@ replica, the default). A Redis-backed session that Redis expires is not seen end
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -23,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
+from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.errors import NotFound
@@ -31,8 +36,9 @@ from toolserver.models import CallRecord, Trajectory, TrajectoryImage
 from toolserver.ownership import may_see
 
 log = logging.getLogger("toolserver.archive")
-THUMBNAIL_SIDE = 768
+THUMBNAIL_SIDE = 512
 MAX_IMAGES = 200
+MAX_PENDING = 32
 Outcome = Literal["released", "expired", "evicted", "stopped"]
 
 
@@ -71,11 +77,20 @@ def _outcome(reason: str | None) -> Outcome:
 
 
 def _thumbnail(entry: ImageEntry) -> bytes:
-    image = entry.pixels.copy()
-    image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+    image = entry.pixels
+    scale = min(1.0, THUMBNAIL_SIDE / max(image.size))
+    if scale < 1:
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
     out = io.BytesIO()
     image.convert("RGB").save(out, format="JPEG", quality=85)
     return out.getvalue()
+
+
+def _lower_priority() -> None:
+    """The writer thread yields the CPU to the serving threads (Linux niceness is per thread)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
 class TrajectoryArchive:
@@ -86,7 +101,9 @@ class TrajectoryArchive:
         self.max_sessions = max_sessions
         self._index: dict[str, FinishedSession] | None = None
         self._lock = threading.Lock()
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolserver-archive")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolserver-archive",
+                                          initializer=_lower_priority)
+        self._pending = 0  # sessions handed over and not yet written (touched on the event loop and the writer)
 
     @property
     def enabled(self) -> bool:
@@ -113,9 +130,20 @@ class TrajectoryArchive:
             images=[TrajectoryImage(key=e.key, index=e.index, width=e.size[0], height=e.size[1], origin=e.origin)
                     for e in entries], outcome=summary.outcome, created_at=summary.created_at,
             ended_at=summary.ended_at)
-        self._writer.submit(self._write, summary, trajectory, entries[:MAX_IMAGES])
+        with self._lock:
+            self._pending += 1
+            backlog = self._pending > MAX_PENDING
+        self._writer.submit(self._write, summary, trajectory, [] if backlog else entries[:MAX_IMAGES])
 
     def _write(self, summary: FinishedSession, trajectory: FinishedTrajectory, entries: list[ImageEntry]) -> None:
+        try:
+            self._write_files(summary, trajectory, entries)
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def _write_files(self, summary: FinishedSession, trajectory: FinishedTrajectory,
+                     entries: list[ImageEntry]) -> None:
         folder = self.root / summary.session_id
         try:
             folder.mkdir(parents=True, exist_ok=True)

@@ -98,6 +98,6 @@ async def finished_trajectory(session_id: str, request: Request) -> Response:
 
 
 @router.get("/v1/trajectories/{session_id}/images/{key}", responses={200: {"content": {"image/jpeg": {}}}},
-            summary="A thumbnail of a finished session's image (JPEG, at most 768 px a side)")
+            summary="A thumbnail of a finished session's image (JPEG, at most 512 px a side)")
 async def finished_image(session_id: str, key: str, request: Request) -> Response:
     return Response(await core_of(request).finished_image(session_id, key), media_type="image/jpeg")
