@@ -154,8 +154,8 @@ class TrajectoryArchive:
                     log.warning("session %s: no thumbnail of %s", summary.session_id, entry.key)
             (folder / "trajectory.json").write_text(trajectory.model_dump_json())
             (folder / "summary.json").write_text(json.dumps({**summary.model_dump(), "owner": summary.owner}))
-        except OSError:
-            log.exception("session %s: the archive could not be written", summary.session_id)
+        except OSError as exc:
+            log.warning("session %s: the archive could not be written: %s", summary.session_id, exc)
             shutil.rmtree(folder, ignore_errors=True)
             return
         with self._lock:
