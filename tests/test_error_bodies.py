@@ -81,7 +81,7 @@ def test_401_403_and_507_have_a_code(settings, tmp_path):
         assert coded(client.post(f"/v1/sessions/{sid}/tools/zoom_in", json=ZOOM), 507) == "output_dir_full"
 
 
-def test_500_and_503_have_a_code(settings, monkeypatch):
+def test_429_500_and_503_have_a_code(settings, monkeypatch):
     app = create_app(settings)
     with TestClient(app, raise_server_exceptions=False) as client:
         sid = session(client)
@@ -93,6 +93,15 @@ def test_500_and_503_have_a_code(settings, monkeypatch):
             patch.setattr(app.state.core, "session_info", broken)
             bug = client.get(f"/v1/sessions/{sid}")
         assert coded(bug, 500) == "internal_error" and bug.json()["request_id"] == bug.headers["x-request-id"]
+        for raised, status in ((errors.Overloaded("the queue is full", retry_after_s=2), 429),
+                               (errors.Unavailable("the session store is unreachable", retry_after_s=2), 503)):
+            async def refusing(*_args, exc=raised, **_kwargs):
+                raise exc
+
+            with monkeypatch.context() as patch:
+                patch.setattr(app.state.core, "session_info", refusing)
+                refused = client.get(f"/v1/sessions/{sid}")
+            assert coded(refused, status) == raised.code and refused.headers["retry-after"] == "2"
         app.state.gate.close()
         assert coded(client.get(f"/v1/sessions/{sid}"), 503) == "shutting_down"
 
