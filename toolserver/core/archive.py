@@ -19,6 +19,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -39,6 +40,7 @@ log = logging.getLogger("toolserver.archive")
 THUMBNAIL_SIDE = 512
 MAX_IMAGES = 200
 MAX_PENDING = 32
+FILE_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")  # an image key as the API takes one: a safe file name
 Outcome = Literal["released", "expired", "evicted", "stopped"]
 
 
@@ -147,7 +149,7 @@ class TrajectoryArchive:
         folder = self.root / summary.session_id
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            for entry in entries:
+            for entry in (e for e in entries if FILE_KEY.match(e.key) and e.key not in (".", "..")):
                 try:
                     (folder / f"{entry.key}.jpg").write_bytes(_thumbnail(entry))
                 except Exception:  # a pixel loader that fails (a gone blob): the image shows as gone
@@ -161,9 +163,11 @@ class TrajectoryArchive:
         with self._lock:
             index = self._loaded()
             index[summary.session_id] = summary
-            for old in sorted(index.values(), key=lambda s: s.ended_at)[:max(0, len(index) - self.max_sessions)]:
+            oldest = sorted(index.values(), key=lambda s: s.ended_at)[:max(0, len(index) - self.max_sessions)]
+            for old in oldest:
                 index.pop(old.session_id, None)
-                shutil.rmtree(self.root / old.session_id, ignore_errors=True)
+        for old in oldest:  # out of the index first, so that nobody reads what is being deleted
+            shutil.rmtree(self.root / old.session_id, ignore_errors=True)
 
     def flush(self) -> None:
         """Wait for the writes handed over so far (tests, and the server's stop)."""
@@ -210,6 +214,6 @@ class TrajectoryArchive:
     def thumbnail(self, session_id: str, key: str) -> bytes:
         self._summary(session_id)
         path = self.root / session_id / f"{key}.jpg"
-        if "/" in key or key.startswith(".") or not path.is_file():
+        if not FILE_KEY.match(key) or key in (".", "..") or not path.is_file():
             raise NotFound(f"no image {key!r} kept for finished session {session_id}", code="unknown_image")
         return path.read_bytes()
