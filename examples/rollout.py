@@ -10,11 +10,13 @@ until the model answers or `--max-turns` is reached:
   observation is appended the way that system renders it. A malformed call comes back as an error text the
   model can read and fix.
 
-Against the scripted stand-in model (`python examples/scripted_model.py --port 8001`):
+Against the scripted stand-in model (`python examples/scripted_model.py --port 8001`, a script for every
+`--format`):
 
     python examples/rollout.py --model-url http://127.0.0.1:8001/v1 --format hermes --image photo.jpg
 
-With a real model, pass its endpoint, `--model` name and `--api-key`.
+With a real model, pass its endpoint, `--model` name and `--api-key`. A failure outside the loop (the model's
+or toolserver's error answer, no connection) is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import openai
 from openai import AsyncOpenAI
 
-from toolserver.client import AsyncClient
+from toolserver.client import AsyncClient, ToolServerError
 from toolserver.formats import FORMATS
 from toolserver.plugins import load_plugins
 from toolserver.profiles import PROFILES
@@ -55,7 +58,7 @@ async def trajectory(llm: AsyncOpenAI, tools: AsyncClient, args: argparse.Namesp
                      tool_specs: list[dict] | None) -> dict[str, Any]:
     parser = None if args.format == "openai" else args.format  # OpenAI tool_calls, or a format `act` reads
     profile = args.profile or ("default" if parser is None else profile_for(parser))
-    stats: dict[str, Any] = {"calls": 0, "ok": 0, "errors": [], "answer": None, "turns": 0}
+    stats: dict[str, Any] = {"calls": 0, "ok": 0, "images": 0, "errors": [], "answer": None, "turns": 0}
     async with await tools.create_session([args.image], profile=profile) as session:
         messages: list[dict[str, Any]] = [image_message(args.image, args.question)]
         for _ in range(args.max_turns):
@@ -83,6 +86,7 @@ async def trajectory(llm: AsyncOpenAI, tools: AsyncClient, args: argparse.Namesp
                 break  # plain text without tool calls: the model is done
             stats["calls"] += len(results)
             stats["ok"] += sum(r.ok for r in results)
+            stats["images"] += sum(len(r.images) for r in results)
             stats["errors"] += [r.text for r in results if not r.ok]
     return stats
 
@@ -94,7 +98,22 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         return await asyncio.gather(*(trajectory(llm, tools, args, specs) for _ in range(args.trajectories)))
 
 
+def failure(exc: Exception, args: argparse.Namespace) -> str:
+    """What went wrong, in one line a user can act on (instead of a traceback)."""
+    if isinstance(exc, openai.APIStatusError):
+        detail = exc.body.get("detail", exc.message) if isinstance(exc.body, dict) else exc.message
+        hint = (f"; the scripted model scripts no format {args.format!r} (pass --model for a real model)"
+                if exc.status_code == 404 and args.model == f"scripted-{args.format}" else "")
+        return f"the model at {args.model_url} answered {exc.status_code} for model {args.model!r}: {detail}{hint}"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"no model answers at {args.model_url} ({exc.message}); start one, e.g. examples/scripted_model.py"
+    if isinstance(exc, ToolServerError):
+        return f"toolserver at {args.toolserver}: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    load_plugins()  # plugins' formats are offered too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toolserver", default="http://127.0.0.1:8000")
     parser.add_argument("--toolserver-key", default=None)
@@ -112,11 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.model = args.model or f"scripted-{args.format}"
 
+    if not args.image.is_file():
+        parser.error(f"--image {args.image}: no such file")
     started = time.perf_counter()
-    results = asyncio.run(run(args))
+    try:
+        results = asyncio.run(run(args))
+    except (openai.OpenAIError, ToolServerError, OSError) as exc:
+        print(f"rollout failed: {failure(exc, args)}", file=sys.stderr)
+        return 2
     summary = {
         "format": args.format, "trajectories": len(results), "seconds": round(time.perf_counter() - started, 2),
         "tool_calls": sum(r["calls"] for r in results), "ok": sum(r["ok"] for r in results),
+        "images": sum(r["images"] for r in results),
         "answered": sum(r["answer"] is not None for r in results),
         "first_errors": sorted({e.splitlines()[0][:160] for r in results for e in r["errors"]})[:5],
     }

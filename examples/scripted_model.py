@@ -1,9 +1,10 @@
 """A scripted stand-in for an OpenAI-compatible chat endpoint, so the rollout example runs without a model.
 
 `POST /v1/chat/completions` answers from a script chosen by the request's `model` name (`scripted-<format>`),
-one step per assistant turn already in the conversation. Each script calls tools in that format, sends one
-malformed call (to show the model-readable error that comes back instead of a silent drop), and ends with an
-`<answer>`. Answers are built with the `openai` package's own `ChatCompletion` type.
+one step per assistant turn already in the conversation. There is a script for every format `rollout.py` offers:
+each calls tools in that system's own syntax, many also send one malformed call (to show the model-readable error
+that comes back instead of a silent drop), and each ends with an `<answer>`. Answers are built with the `openai`
+package's own `ChatCompletion` type.
 
     python examples/scripted_model.py --port 8001
 """
@@ -25,11 +26,23 @@ def _hermes(name: str, arguments: dict[str, Any]) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
+def _xml(name: str, **parameters: Any) -> str:
+    """A Qwen3-Coder XML call (NeMo Gym): each parameter's value as JSON."""
+    body = "".join(f"<parameter={key}>\n{json.dumps(value)}\n</parameter>\n" for key, value in parameters.items())
+    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
+
+
+def _code(code: str) -> str:
+    return f"<code>\n```python\n{code}\n```\n</code>"
+
+
 def _tool_call(name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": {"name": name, "arguments": text}}
 
 
+# Python that prints the image's size and shows a crop of it (the code formats).
+SHOW = "import matplotlib.pyplot as plt\nprint({image}.size)\nplt.imshow({image}.crop((0, 0, 200, 200)))\nplt.show()"
 ANSWER = "<answer>I have looked closely; the detail is visible in the zoomed image.</answer>"
 
 # format -> steps; a step is assistant text, or a list of OpenAI tool calls (openai format only).
@@ -80,6 +93,45 @@ SCRIPTS: dict[str, list[Any]] = {
         + _hermes("crop_image", {"bbox_2d": [0.25, 0.25, 0.75, 0.75], "target_image": 1}),
         _hermes("crop_image", {"bbox_2d": [0.1, 0.1, 0.4, 0.4], "target_image": 9}),
         _hermes("crop_image", {"bbox_2d": [0.1, 0.1, 0.4, 0.4], "target_image": 2}),
+        ANSWER,
+    ],
+    "qwen-agent": [  # Qwen3-VL's zoom: 0-1000 boxes on the image numbered by img_idx; a label is required
+        "<think>Zoom on the sign.</think>\n"
+        + _hermes("image_zoom_in_tool", {"img_idx": 0, "bbox_2d": [200, 200, 700, 600], "label": "sign"}),
+        "<think>And the corner, forgetting the label.</think>\n"
+        + _hermes("image_zoom_in_tool", {"img_idx": 0, "bbox_2d": [0, 0, 500, 500]}),
+        ANSWER,
+    ],
+    "nemo-gym": [  # Qwen3-Coder XML calls, one a turn; its episode ends at a turn without a call
+        "I will look closer.\n" + _xml("image_zoom_in_tool", label="sign", img_idx=0, bbox_2d=[200, 200, 700, 600]),
+        "I can read it now. " + ANSWER,
+    ],
+    "pyvision-rl": [  # Python in <code>; the image is image_clue_0, plt.show() returns the figure
+        _code(SHOW.format(image="image_clue_0")),
+        "<think>The figure shows it.</think>" + ANSWER,
+    ],
+    "deepeyes-v2": [  # Python in <code>; the image is image_1, plt.show() returns the figure
+        "<think>Let me crop.</think>\n" + _code(SHOW.format(image="image_1")),
+        "<think>Now I see it.</think>" + ANSWER,
+    ],
+    "thyme": [  # Python in <code>; the image's file is image_path, an image saved and printed is shown
+        "<think>Let me look closer.</think>\n" + _code(
+            "from PIL import Image\nimage = Image.open(image_path)\ncropped = image.crop((0, 0, 200, 200))\n"
+            "processed_path = '/mnt/data/temp_processed_images/crop.png'\ncropped.save(processed_path)\n"
+            "print(processed_path)"),
+        "<think>Now I see it.</think>" + ANSWER,
+    ],
+    "chain-of-focus": [  # pixel boxes on the image as the model was shown it
+        "<think>Let me zoom in.</think>\n"
+        + _hermes("image_zoom_in_tool", {"bbox_2d": [100, 120, 400, 380], "label": "sign"}),
+        "<think>Now I see it.</think>" + ANSWER,
+    ],
+    "visionthink": [  # the image is first shown downsampled; resize_image asks for it at twice that size
+        "<think>The text is too small to read.</think>\n" + _hermes("resize_image", {"action": "resize"}),
+        "<think>Now I can read it.</think>" + ANSWER,
+    ],
+    "codedance": [  # a python fence; the image is input_image, plt.show() returns the figure
+        "Let me look closer.\n" + _code(SHOW.format(image="input_image")),
         ANSWER,
     ],
 }

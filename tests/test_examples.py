@@ -1,4 +1,5 @@
-"""The examples, end to end: a real toolserver, the scripted stand-in model, and the rollout loop per format."""
+"""The examples, end to end: a real toolserver, the scripted stand-in model, and the rollout loop in every format
+it offers (one trajectory each, in one server)."""
 
 import json
 import subprocess
@@ -9,17 +10,41 @@ from pathlib import Path
 import httpx
 import pytest
 
+from examples.rollout import main as rollout_main
+from examples.scripted_model import SCRIPTS
 from tests.conftest import PHOTOS, free_port, start_server, stop_server
+from toolserver.formats import FORMATS
+from toolserver.registry import BUILTIN
 
 ROOT = Path(__file__).parent.parent
-# format -> (tool calls per trajectory, of which ok): each script sends one malformed call on purpose.
-EXPECTED = {"openai": (4, 3), "hermes": (3, 2), "groundlight": (2, 1), "mags-rl": (1, 1), "mgpo": (1, 1),
-            "mini-o3": (3, 2), "deepeyes": (3, 2), "pixel-reasoner": (3, 2)}
+# format -> (tool calls per trajectory, of which ok, images they returned): where a script sends a malformed call on
+# purpose, its error comes back as text the model reads.
+EXPECTED = {"openai": (4, 3, 3), "hermes": (3, 2, 2), "groundlight": (2, 1, 1), "mags-rl": (1, 1, 2),
+            "mgpo": (1, 1, 1), "mini-o3": (3, 2, 2), "deepeyes": (3, 2, 2), "pixel-reasoner": (3, 2, 2),
+            "qwen-agent": (2, 1, 1), "nemo-gym": (1, 1, 1), "pyvision-rl": (1, 1, 1), "deepeyes-v2": (1, 1, 1),
+            "thyme": (1, 1, 1), "chain-of-focus": (1, 1, 1), "visionthink": (1, 1, 1), "codedance": (1, 1, 1)}
+
+
+def rollout(capsys, toolserver: str, model: str, *extra: str) -> tuple[int, str, str]:
+    """`examples/rollout.py` with these arguments, in this process (a process each would cost its imports):
+    (exit status, stdout, stderr). An exception escaping it is the traceback a user would see."""
+    try:
+        status = rollout_main(["--toolserver", toolserver, "--model-url", model, "--image",
+                               str(PHOTOS / "TwoWings.jpg"), *extra])
+    except SystemExit as exc:  # argparse's refusal
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_every_format_the_rollout_offers_is_scripted_and_tested():
+    builtin = {name for name in FORMATS if FORMATS.source(name) == BUILTIN}  # plugins' formats are theirs to script
+    assert set(SCRIPTS) == set(EXPECTED) == {"openai", *builtin}
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    toolserver = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path_factory.mktemp("examples"))})
+    toolserver = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path_factory.mktemp("examples"))}, timeout=60)
     port = free_port()
     model = subprocess.Popen([sys.executable, str(ROOT / "examples" / "scripted_model.py"), "--port", str(port)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -40,15 +65,24 @@ def servers(tmp_path_factory):
 
 
 @pytest.mark.parametrize("fmt", sorted(EXPECTED))
-def test_rollout_example(servers, fmt):
+def test_rollout_example(servers, capsys, fmt):
+    status, out, err = rollout(capsys, *servers, "--format", fmt)
+    assert status == 0, out + err
+    summary = json.loads(out)
+    assert summary["answered"] == 1
+    assert (summary["tool_calls"], summary["ok"], summary["images"]) == EXPECTED[fmt], summary
+    assert len(summary["first_errors"]) == (EXPECTED[fmt][0] != EXPECTED[fmt][1])  # the malformed call's text
+
+
+def test_rollout_says_what_failed_in_one_line(servers, capsys):
     toolserver, model = servers
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "rollout.py"), "--toolserver", toolserver, "--model-url", model,
-         "--format", fmt, "--image", str(PHOTOS / "TwoWings.jpg"), "--trajectories", "3"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 0, done.stdout + done.stderr
-    summary = json.loads(done.stdout)
-    calls, ok = EXPECTED[fmt]
-    assert summary["answered"] == 3
-    assert (summary["tool_calls"], summary["ok"]) == (3 * calls, 3 * ok), summary
-    assert len(summary["first_errors"]) == (calls != ok)  # the deliberate malformed call, read back as text
+    status, _, err = rollout(capsys, toolserver, model, "--format", "hermes", "--model", "not-scripted")
+    assert status == 2 and err.startswith("rollout failed: the model at") and "answered 404" in err, err
+    status, _, err = rollout(capsys, toolserver, model, "--format", "hermes", "--profile", "no-such-profile")
+    assert status == 2 and "422 unknown_profile" in err, err
+    status, _, err = rollout(capsys, f"http://127.0.0.1:{free_port()}", model, "--format", "hermes")
+    assert status == 2 and "cannot connect" in err, err
+    status, _, err = rollout(capsys, toolserver, model.replace("/v1", "/nowhere/v1"), "--format", "hermes")
+    assert status == 2 and "answered 404" in err, err
+    status, _, err = rollout(capsys, toolserver, model, "--format", "no-such-format")
+    assert status == 2 and "invalid choice: 'no-such-format'" in err, err

@@ -225,8 +225,14 @@ class Settings(BaseSettings):
                                     "take to finish while new ones get 503.")
 
     session_list: Literal["auto", "on", "off"] = Field(
-        default="auto", description="`GET /v1/sessions` (the inspector's list): `auto` allows it with API keys "
-        "configured or on a loopback host, since it reveals session ids.")
+        default="auto", description="`GET /v1/sessions` and `GET /v1/trajectories` (the inspector's lists): `auto` "
+        "allows them with API keys configured, on a loopback host, or to a caller on this machine (a loopback peer "
+        "whose request no proxy forwarded), since they reveal session ids.")
+    archive_max_sessions: int = Field(default=1000, ge=0, description=(
+        "Finished sessions (released, expired, evicted, or live at stop) kept for the inspector: their trajectory "
+        "and a thumbnail of each image, the newest this many; 0: none."))
+    archive_dir: Path | None = Field(default=None, description="Where finished sessions are kept (default "
+                                     "data_dir/trajectories).")
     mcp_enabled: bool = Field(default=True, description="Serve the MCP endpoint at /mcp.")
     mcp_sessions: Literal["process", "shared"] = Field(default="process", description=(
         "Where MCP sessions live: `process` (the SDK keeps them in this process: one replica) or `shared` (every "
@@ -276,6 +282,9 @@ class Settings(BaseSettings):
 
     def resolved_documents_dir(self) -> Path:
         return self.documents_dir if self.documents_dir is not None else self.data_dir / "documents"
+
+    def resolved_archive_dir(self) -> Path:
+        return self.archive_dir if self.archive_dir is not None else self.data_dir / "trajectories"
 
     def resolved_output_dir(self) -> Path:
         return self.output_dir if self.output_dir is not None else self.data_dir / "out"

@@ -31,6 +31,28 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+# A record's own attributes; anything else on it came as `extra=` (a field of the JSON line).
+_RECORD_FIELDS = {*logging.LogRecord("", 0, "", 0, "", None, None).__dict__, "message", "asctime", "request_id",
+                  "taskName", "color_message"}
+ACCESS_FIELDS = ("method", "path", "status", "duration_ms")
+
+
+class TextFormatter(logging.Formatter):
+    """Plain text for a terminal, with what the JSON lines carry as fields: an access record reads
+    `GET /v1/tools 200 1.23 ms client=127.0.0.1`; any other record's extra fields follow its message as `key=value`."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s [%(request_id)s] %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        extras = {k: v for k, v in record.__dict__.items() if k not in _RECORD_FIELDS}
+        if all(field in extras for field in ACCESS_FIELDS):
+            record = logging.makeLogRecord({**record.__dict__, "message": (
+                f"{extras.pop('method')} {extras.pop('path')} {extras.pop('status')} {extras.pop('duration_ms')} ms")})
+        text = super().formatMessage(record)
+        return " ".join([text, *(f"{key}={value}" for key, value in extras.items())])
+
+
 def logging_config(fmt: str = "json", level: str = "info") -> dict[str, Any]:
     """A `logging.config.dictConfig` for the server, uvicorn's own loggers included."""
     formatters = {
@@ -38,7 +60,7 @@ def logging_config(fmt: str = "json", level: str = "info") -> dict[str, Any]:
                  "fmt": "%(levelname)s %(name)s %(message)s %(request_id)s",
                  "rename_fields": {"levelname": "level", "name": "logger"},
                  "timestamp": "time"},  # ISO 8601, UTC
-        "text": {"format": "%(asctime)s %(levelname)-7s %(name)s [%(request_id)s] %(message)s"},
+        "text": {"()": TextFormatter},
     }
     return {
         "version": 1,

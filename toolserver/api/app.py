@@ -8,6 +8,7 @@ the ToolResult, so an RL loop can feed them back to the model.
 
 from __future__ import annotations
 
+import re
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +17,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from toolserver import __version__
@@ -116,7 +118,32 @@ def _error_response(exc: ServiceError) -> JSONResponse:
     return JSONResponse(error_body(exc), status_code=exc.status, headers=headers)
 
 
+# The codes of the answers Starlette's router gives itself (no route, a route without that method).
+HTTP_CODES = {400: "bad_request", 404: "route_not_found", 405: "method_not_allowed"}
+
+
+def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own HTTP errors in the service's shape: `{"detail", "code"}`, its headers (`Allow`) kept."""
+    detail = exc.detail
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no route {request.url.path}; the API's routes are listed at /docs"
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # Every documented route of this path (Starlette's own answer names the first one's methods only).
+        methods = {m.upper() for template, ops in request.app.openapi().get("paths", {}).items()
+                   if re.fullmatch(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)), request.url.path)
+                   for m in ops}
+        headers["Allow"] = allowed = ", ".join(sorted(methods)) or headers.get("Allow", "")
+        detail = f"{request.method} is not allowed on {request.url.path}" + (f"; allowed: {allowed}" if allowed else "")
+    code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    return JSONResponse({"detail": str(detail), "code": code}, status_code=exc.status_code, headers=headers)
+
+
 def _add_error_handlers(app: FastAPI, core: Core) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _http_error(request, exc)
+
     @app.exception_handler(ServiceError)
     async def _on_error(_request: Request, exc: ServiceError) -> JSONResponse:
         if exc.status == 429:
@@ -165,6 +192,28 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             "properties": {"detail": {"type": "string", "title": "Detail"}, "code": {"type": "string", "title": "Code"},
                            "errors": {"type": "array", "title": "Errors",
                                       "items": {"$ref": "#/components/schemas/ValidationError"}}}}
+        _document_errors(schema)
         document_openenv(schema)  # its WebSocket messages, which OpenAPI cannot describe as routes
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+ERROR_SCHEMA = {
+    "title": "Error", "type": "object", "required": ["detail", "code"],
+    "description": "Every error answer's body: what went wrong, and a stable code to branch on.",
+    "properties": {"detail": {"type": "string", "title": "Detail"},
+                   "code": {"type": "string", "title": "Code", "description": (
+                       "e.g. not_found, session_gone, invalid_request, too_large, overloaded, unauthorized, "
+                       "route_not_found, method_not_allowed, internal_error")},
+                   "request_id": {"type": "string", "title": "Request Id", "description": "On a 500: quote it."}}}
+
+
+def _document_errors(schema: dict[str, Any]) -> None:
+    """Every operation's 4XX and 5XX answers have the `Error` shape (a status it documents itself keeps its own)."""
+    schema["components"]["schemas"]["Error"] = ERROR_SCHEMA
+    ref = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            responses = operation.setdefault("responses", {})
+            responses.setdefault("4XX", {"description": "A protocol error (`code` says which)", **ref})
+            responses.setdefault("5XX", {"description": "Unavailable, overloaded, or a bug (`code` says which)", **ref})

@@ -20,6 +20,7 @@ from toolserver import resample
 from toolserver.batching import Transport
 from toolserver.config import Settings
 from toolserver.core.act import act, call_as_turn, carry_images_once
+from toolserver.core.archive import FinishedSessionList, FinishedTrajectory, TrajectoryArchive
 from toolserver.core.calls import IdempotencyKey, ToolCalls
 from toolserver.core.delivery import Delivery
 from toolserver.core.documents import Documents
@@ -74,6 +75,8 @@ class Core:
         self._delivery = Delivery(self.services)
         self._calls = ToolCalls(self.services, self._delivery)
         self._inspection = Inspection(self.services)
+        self.archive = TrajectoryArchive(self.settings.resolved_archive_dir(), self.settings.archive_max_sessions)
+        self.store.ended = self.archive.session_ended
         self._documents = Documents(self.documents, self.settings)
         self._rewards = Rewards(self._inspection, self.settings, self.pool)
         self._verl_tool: dict[str, VerlToolBridge] = {}
@@ -115,6 +118,8 @@ class Core:
         self.documents.close()
         await self.store.close()
         await self._rewards.close()
+
+        self.archive.flush()  # after the store: the sessions live at stop are written too
 
     async def _close_workers_of_gone_sessions(self) -> None:
         """Stateful workers are named by their session: an expired or evicted session's worker ends here."""
@@ -169,6 +174,16 @@ class Core:
 
     async def list_sessions(self, offset: int = 0, limit: int = 50) -> SessionList:
         return await self._inspection.list_sessions(offset, limit)
+
+    # -- finished sessions (the trajectory archive; its files read off the event loop) ----------------------
+    async def finished_sessions(self, offset: int = 0, limit: int = 50, **filters: Any) -> FinishedSessionList:
+        return await asyncio.to_thread(self.archive.list, offset, limit, **filters)
+
+    async def finished_trajectory(self, session_id: str) -> FinishedTrajectory:
+        return await asyncio.to_thread(self.archive.trajectory, session_id)
+
+    async def finished_image(self, session_id: str, key: str) -> bytes:
+        return await asyncio.to_thread(self.archive.thumbnail, session_id, key)
 
     async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]:
         return await self._delivery.image_bytes(session_id, key, fmt)

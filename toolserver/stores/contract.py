@@ -17,6 +17,9 @@ from toolserver.models import SessionSettings
 from toolserver.stores.aliases import Aliases
 
 CALL_LOG_LIMIT = 1000  # call records a session keeps (its latest)
+# Told of a session as the store forgets it, before its images and calls are dropped: (session, why it went or None
+# for a release, its call log's records, how many older ones were dropped). The trajectory archive listens.
+SessionEnded = Callable[[SessionMap, "str | None", Sequence[str], int], None]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class SessionStore(ABC):
     stores_encoded: bool = False
     # Names for sessions, kept where every replica sees them (verl-tool's trajectories, MCP's sessions).
     aliases: Aliases
+    # Who hears of each session that ends (a store that sees its sessions end calls it; see `SessionEnded`).
+    ended: SessionEnded | None = None
 
     @abstractmethod
     async def create(self, settings: SessionSettings, ttl_s: float) -> SessionMap: ...

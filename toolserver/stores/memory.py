@@ -5,6 +5,7 @@ in total, and LRU eviction. The default for one replica; several replicas share 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -220,6 +221,11 @@ class MemoryStore(SessionStore):
             self.evicted += 1
         self._add_bytes(session, nbytes)
 
+    async def close(self) -> None:
+        """Sessions still live when the server stops end here (their listener hears of them)."""
+        for session in list(self._sessions.values()):
+            self._drop(session, "stopped (the server stopped)")
+
     def sweep(self) -> int:
         """Drop every expired session; returns how many."""
         now = time.monotonic()
@@ -242,6 +248,11 @@ class MemoryStore(SessionStore):
     def _drop(self, session: SessionMap, reason: str | None) -> None:
         if self._sessions.pop(session.id, None) is None:
             return
+        if self.ended is not None:
+            try:
+                self.ended(session, reason, list(session.calls), session.calls_dropped)
+            except Exception:  # a listener's bug must not keep a session's memory held
+                logging.getLogger("toolserver").exception("session %s: its end was not recorded", session.id)
         self._locks.pop(session.id, None)
         self.total_bytes -= session.nbytes
         session.nbytes = 0

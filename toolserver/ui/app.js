@@ -5,7 +5,8 @@
 
 const KEY_STORE = "toolserver-inspector-key";
 const REFRESH_MS = 2000;
-const state = { sessionId: null, trajectory: null, selected: null, blobs: new Map() };
+// `archived`: the open session is a finished one, read from the trajectory archive (its images are thumbnails).
+const state = { sessionId: null, archived: false, trajectory: null, selected: null, blobs: new Map() };
 const $ = (id) => document.getElementById(id);
 
 function apiKey() { return sessionStorage.getItem(KEY_STORE) || ""; }
@@ -40,9 +41,11 @@ function el(tag, props = {}, ...children) {
 
 // An image of the open session, as a thumbnail no larger than `side` px (cached as a blob URL).
 async function imageUrl(key, side) {
-  const cacheKey = `${state.sessionId}/${key}/${side}`;
+  const cacheKey = `${state.sessionId}/${key}/${state.archived ? "archived" : side}`;
   if (!state.blobs.has(cacheKey)) {
-    const path = `/v1/sessions/${encodeURIComponent(state.sessionId)}/images/${encodeURIComponent(key)}?max_side=${side}`;
+    const id = encodeURIComponent(state.sessionId);
+    const path = state.archived ? `/v1/trajectories/${id}/images/${encodeURIComponent(key)}`
+      : `/v1/sessions/${id}/images/${encodeURIComponent(key)}?max_side=${side}`;
     const blob = await (await api(path)).blob();
     state.blobs.set(cacheKey, URL.createObjectURL(blob));
   }
@@ -72,15 +75,57 @@ async function loadSessions() {
     body.replaceChildren();
     $("sessions-note").hidden = false;
     $("sessions-note").textContent = error.code === "listing_disabled"
-      ? "Listing sessions is off on this server; open /ui#<session id> to inspect one." : error.message;
+      ? "Listing sessions is off for callers on other machines; open /ui#<session id> to inspect one." : error.message;
     if (error.status !== 403) say(error.message, true);
   }
+}
+
+// -- finished sessions (the trajectory archive), newest first, filtered --------------------------------
+function finishedQuery() {
+  const params = new URLSearchParams({ limit: "200" });
+  const fields = { q: "filter-q", profile: "filter-profile", outcome: "filter-outcome", failed: "filter-failed" };
+  for (const [name, id] of Object.entries(fields)) {
+    const value = $(id).value.trim();
+    if (value) params.set(name, value);
+  }
+  return params;
+}
+
+async function loadFinished() {
+  const body = $("finished-table").tBodies[0];
+  const note = $("finished-note");
+  try {
+    const list = await (await api(`/v1/trajectories?${finishedQuery()}`)).json();
+    body.replaceChildren(...list.sessions.map((s) => el("tr", {},
+      el("td", {}, el("a", { href: `#${s.session_id}`, textContent: s.session_id.slice(0, 12) + "…" })),
+      el("td", { textContent: s.profile }), el("td", { textContent: s.outcome }),
+      el("td", { textContent: String(s.images) }), el("td", { textContent: String(s.calls) }),
+      el("td", { textContent: String(s.failed_calls), className: s.failed_calls ? "failed" : "" }),
+      el("td", { textContent: new Date(s.ended_at * 1000).toLocaleString(),
+                 title: `${age(Date.now() / 1000 - s.ended_at)} ago` }))));
+    note.hidden = list.total > 0 && list.total <= list.sessions.length;
+    note.textContent = list.total ? `showing ${list.sessions.length} of ${list.total} finished sessions`
+      : "No finished session matches (sessions appear here once released, expired or evicted).";
+  } catch (error) {
+    body.replaceChildren();
+    note.hidden = false;
+    note.textContent = error.code === "listing_disabled"
+      ? "Listing sessions is off for callers on other machines; open /ui#<session id> to inspect one." : error.message;
+  }
+}
+
+async function loadProfileNames() {
+  try {
+    const profiles = await (await api("/v1/profiles")).json();
+    $("profile-names").replaceChildren(...profiles.map((p) => el("option", { value: p.name })));
+  } catch (_) { /* the filter still takes any text */ }
 }
 
 // -- one session ----------------------------------------------------------------------------------------
 async function openSession(sessionId) {
   if (sessionId !== state.sessionId) {
     state.sessionId = sessionId;
+    state.archived = false;
     state.trajectory = null;
     state.selected = null;
     $("detail").hidden = true;
@@ -93,17 +138,31 @@ async function openSession(sessionId) {
 
 async function refreshSession() {
   const sessionId = state.sessionId;
+  if (state.archived && state.trajectory) return;  // a finished session does not change
   let trajectory;
+  const id = encodeURIComponent(sessionId);
   try {
-    trajectory = await (await api(`/v1/sessions/${encodeURIComponent(sessionId)}/trajectory`)).json();
+    trajectory = await (await api(`/v1/sessions/${id}/trajectory`)).json();
   } catch (error) {
-    say(`session ${sessionId.slice(0, 12)}…: ${error.message}`, true);
-    return;
+    if (error.status !== 404 && error.status !== 410) {
+      say(`session ${sessionId.slice(0, 12)}…: ${error.message}`, true);
+      return;
+    }
+    try {  // no longer live: the archive may keep it
+      trajectory = await (await api(`/v1/trajectories/${id}`)).json();
+    } catch (archived) {
+      say(`session ${sessionId.slice(0, 12)}…: ${error.message}; ${archived.message}`, true);
+      return;
+    }
+    if (sessionId !== state.sessionId) return;
+    if (!state.archived) { state.archived = true; state.trajectory = null; }
   }
   if (sessionId !== state.sessionId) return;
   const previous = state.trajectory;
   state.trajectory = trajectory;
-  $("session-title").textContent = `Session ${trajectory.session_id} · ${trajectory.profile}`;
+  const ended = state.archived
+    ? ` · finished (${trajectory.outcome}, ${new Date(trajectory.ended_at * 1000).toLocaleString()})` : " · live";
+  $("session-title").textContent = `Session ${trajectory.session_id} · ${trajectory.profile}${ended}`;
   $("dropped").textContent = trajectory.dropped_calls ? `(${trajectory.dropped_calls} older calls dropped)` : "";
   renderRewards(trajectory.rewards || []);
   if (!previous || previous.images.length !== trajectory.images.length) await renderImages(trajectory);
@@ -201,14 +260,20 @@ $("key-form").addEventListener("submit", (event) => {
   $("key").value = "";
   $("key-form").hidden = true;
   loadSessions();
+  loadFinished();
   route();
 });
+$("finished-filters").addEventListener("input", () => loadFinished());
+$("finished-filters").addEventListener("submit", (event) => { event.preventDefault(); loadFinished(); });
 window.addEventListener("hashchange", route);
 window.addEventListener("resize", () => { if (state.selected !== null) selectCall(state.selected); });
 
 loadSessions();
+loadFinished();
+loadProfileNames();
 route();
 setInterval(() => {  // refresh while the rollout runs
   loadSessions();
+  loadFinished();
   if (state.sessionId) refreshSession();
 }, REFRESH_MS);
