@@ -118,7 +118,6 @@ class Core:
         self.documents.close()
         await self.store.close()
         await self._rewards.close()
-
         self.archive.flush()  # after the store: the sessions live at stop are written too
 
     async def _close_workers_of_gone_sessions(self) -> None:
