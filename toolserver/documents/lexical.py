@@ -14,6 +14,10 @@ from functools import lru_cache
 
 import numpy as np
 
+# Imported with this module (at start-up, on the main thread), not on a search's first call: there it could meet the
+# start-up check of the validators' punkt importing nltk in another thread, and the two imports deadlocked.
+from nltk.stem.porter import PorterStemmer
+
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[._:\-/][A-Za-z0-9]+)*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _STOPWORDS = frozenset({
@@ -25,9 +29,7 @@ _STOPWORDS = frozenset({
 
 
 @lru_cache(maxsize=1)
-def _stemmer():
-    from nltk.stem.porter import PorterStemmer
-
+def _stemmer() -> PorterStemmer:
     return PorterStemmer()
 
 
