@@ -137,3 +137,20 @@ def test_a_backlog_of_sessions_is_kept_without_thumbnails(settings, monkeypatch)
         assert finished(client) == [sid]
         assert len(client.get(f"/v1/trajectories/{sid}").json()["calls"]) == 1
         assert client.get(f"/v1/trajectories/{sid}/images/original_image").json()["code"] == "unknown_image"
+
+
+def test_a_released_redis_session_is_archived_and_every_worker_of_the_node_lists_it(settings, shared_redis):
+    # Two apps on one Redis and one data directory: two workers of `toolserver serve --workers 2`.
+    shared = settings.model_copy(update={"session_store": "redis", "redis_url": shared_redis.url,
+                                         "redis_prefix": "archive-node"})
+    with TestClient(create_app(shared)) as one, TestClient(create_app(shared)) as other:
+        assert finished(other) == []  # the other worker has read the (empty) archive before anything ended
+        sid = session(one)
+        assert zoom(other, sid, [0, 0, 500, 500])
+        assert other.delete(f"/v1/sessions/{sid}").status_code == 204
+        assert finished(other) == [sid]
+        assert finished(one) == [sid]  # written by the other process, seen here
+        trajectory = one.get(f"/v1/trajectories/{sid}").json()
+        assert [c["ok"] for c in trajectory["calls"]] == [True] and trajectory["outcome"] == "released"
+        thumbnail = one.get(f"/v1/trajectories/{sid}/images/{trajectory['images'][1]['key']}")
+        assert thumbnail.status_code == 200 and Image.open(io.BytesIO(thumbnail.content)).size == (320, 240)  # rel1000

@@ -102,6 +102,7 @@ class TrajectoryArchive:
         self.root = root
         self.max_sessions = max_sessions
         self._index: dict[str, FinishedSession] | None = None
+        self._index_changed: int | None = None  # the folder's mtime when the index was read
         self._lock = threading.Lock()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolserver-archive",
                                           initializer=_lower_priority)
@@ -175,8 +176,14 @@ class TrajectoryArchive:
 
     # -- reading ------------------------------------------------------------------------------------
     def _loaded(self) -> dict[str, FinishedSession]:
-        """The index (the lock held): read from the summaries on disk the first time."""
-        if self._index is None:
+        """The index (the lock held): read from the summaries on disk the first time, and again when the folder
+        changed (another process of the node archived or removed a session)."""
+        try:
+            changed = self.root.stat().st_mtime_ns
+        except OSError:
+            changed = None
+        if self._index is None or changed != self._index_changed:
+            self._index_changed = changed
             self._index = {}
             for path in self.root.glob("*/summary.json") if self.root.is_dir() else ():
                 try:

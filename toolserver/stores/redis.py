@@ -58,6 +58,7 @@ from toolserver.stores.redis_parts import (
     DecodedCache,
     RemoteTexts,
     as_bytes,
+    hand_over,
     pairs,
     pixels_key,
     redis_guard,
@@ -196,6 +197,7 @@ class RedisStore(SessionStore):
             await self.get(session_id)  # 404 or 410, as for any other use
         if not may_see(as_bytes(owner).decode() if owner else None):
             raise NotFound(f"no session {session_id}", code="unknown_session")
+        await hand_over(self, session_id)  # to the archive, before its keys go
         with self._guard():
             await self.redis.delete(*keys)  # the tombstone too: a released session is unknown (404)
         self.cache.drop_session(session_id)

@@ -4,6 +4,7 @@ still exists and fits its byte budget), the replica's cache of decoded images, a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -298,3 +299,22 @@ def redis_guard(retry_after_s: int) -> Iterator[None]:
             raise Unavailable("the session store (Redis) is out of memory; retry later or release sessions",
                               retry_after_s=retry_after_s, code="session_store_full") from None
         raise
+
+
+ARCHIVED_IMAGES = 200  # the most images of a released session read for the archive's thumbnails
+
+
+async def hand_over(store: Any, session_id: str) -> None:
+    """A released session, to whoever listens for ended sessions (the trajectory archive), before its keys are
+    deleted: its call log, and its first images' pixels read now (later they could not be). Never fails a release.
+    Sessions that Redis expires by itself are not seen ending."""
+    if store.ended is None:
+        return
+    try:
+        session = await store.get(session_id)
+        records, dropped = await store.call_log(session)
+        entries = session.images[:ARCHIVED_IMAGES]
+        await asyncio.to_thread(lambda: [entry.pixels for entry in entries])
+        store.ended(session, None, records, dropped)  # None: released (the contract's `SessionEnded`)
+    except Exception:  # a listener's bug, an image that cannot be read: the release goes on
+        log.exception("session %s: its end was not recorded", session_id)
