@@ -1,5 +1,5 @@
 """toolserver behind Ray Serve's HAProxy ingress (`RAY_SERVE_ENABLE_HA_PROXY=1` when the nodes start: Ray's
-high-throughput mode, which the README recommends for a trainer's traffic): the two-node cluster of the benchmarks
+high-throughput mode, which docs/deploy.md recommends for a trainer's traffic): the two-node cluster of the benchmarks
 (bench/ray_cluster.py, deployed from deploy/ray/toolserver.yaml, its own Redis and Chroma server) in a process of
 its own, since Serve reads the flag when it is imported. Calls of one session reach both ingress replicas and
 every answer is right; a verl-tool step is answered; and no process of the cluster outlives its shutdown."""
