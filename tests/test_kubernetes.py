@@ -17,6 +17,9 @@ import yaml
 
 from tests.conftest import need_program
 
+# Rendering and validating every manifest takes seconds: .ci/run runs it (`-m slow`).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVE_CONFIG = ROOT / "deploy" / "ray" / "toolserver.yaml"
 K8S = ROOT / "deploy" / "k8s"
