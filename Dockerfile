@@ -5,10 +5,11 @@
 # runtime, so the image uses an NVIDIA GPU when the container is given one (docker-compose.yml reserves it)
 # and runs on the CPU otherwise. For a smaller CPU-only image:
 #   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu -t toolserver:cpu .
-# The SMFANet weights ship in the repository (models/smfanet, Apache-2.0, 4.5 MB, sha256-checked at load) and
-# are copied into the image: no download step. Mount another directory at /models/smfanet to override them.
+# The SMFANet weights are package data (toolserver/sr/smfanet, Apache-2.0, 4.5 MB, sha256-checked at load): the
+# package installed below carries them, no download step. To use others, mount a directory at /models/smfanet and
+# set TOOLSERVER_SR_MODEL_DIR=/models/smfanet.
 # Model-written code (run_python) runs in a sandbox of namespaces that Docker's default seccomp and AppArmor
-# profiles block: docker-compose.sandbox.yml lifts them (README, "Code as a tool"); libseccomp2, which the
+# profiles block: docker-compose.sandbox.yml lifts them (docs/sandbox.md); libseccomp2, which the
 # sandbox's own filter uses, is in the base image.
 # The bicubic resize kernels (toolserver.resample) are compiled once at build time into NUMBA_CACHE_DIR, which
 # the server's user can read and extend.
@@ -17,6 +18,8 @@
 # clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
 # The image for a Ray cluster (KubeRay's RayService, deploy/k8s/ray) adds the ray extra:
 #   docker build --build-arg EXTRAS=docs,ray -t toolserver-ray:0.1.0 .
+# The distribution is named vlm-toolserver on PyPI (the import name and the `toolserver` command stay); here it is
+# installed from this source tree.
 
 ARG PYTHON_VERSION=3.11
 FROM python:${PYTHON_VERSION}-slim-bookworm
@@ -36,7 +39,6 @@ WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY toolserver ./toolserver
 COPY deploy ./deploy
-COPY models/smfanet /models/smfanet
 
 # The same steps as the README's set-up, without the dev tools: a virtual environment, torch pinned.
 # redis-server: `toolserver serve --workers N` (default auto) keeps the sessions of its processes in a private
@@ -59,7 +61,6 @@ RUN if [ "$FETCH_CLIP" = "1" ]; then python -c "from sentence_transformers impor
 ENV TOOLSERVER_HOST=0.0.0.0 \
     TOOLSERVER_PORT=8000 \
     TOOLSERVER_DATA_DIR=/data \
-    TOOLSERVER_SR_MODEL_DIR=/models/smfanet \
     TOOLSERVER_LOG_FORMAT=json \
     HF_HUB_OFFLINE=1
 WORKDIR /data

@@ -26,7 +26,7 @@ model view of it is exactly what verl-tool's agent loop sends), sends the same c
 by an 8x8 corner block, written as a JPEG with the photo's own quantisation tables.
 
 `--serve [haproxy|proxy]`: also ours as a Ray Serve application on a two-node cluster on this machine (two ingress
-replicas, sessions in Redis; bench/ray_cluster.py), behind Serve's HAProxy ingress (the default, as the README
+replicas, sessions in Redis; bench/ray_cluster.py), behind Serve's HAProxy ingress (the default, as docs/deploy.md
 advises) or its Python proxy; its CPU and memory are the whole cluster's.
 
 Per run: wall time, the first step (until every trajectory has its first observation back, GRPO's lock-step), crop

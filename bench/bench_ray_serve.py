@@ -5,11 +5,11 @@ one server alive at a time, the same Redis behind both.
 
 - overhead: the latency Serve adds per call, one call at a time: a trivial route (`GET /healthz`) and a 1.3 MB
   body (`POST /v1/validate`, one cheap check on a 1.3 MB text), p50 and p99 of each; through Serve's Python proxy
-  and through its HAProxy ingress (`RAY_SERVE_ENABLE_HA_PROXY=1`, what the README recommends).
+  and through its HAProxy ingress (`RAY_SERVE_ENABLE_HA_PROXY=1`, what docs/deploy.md recommends).
 - sr: super-resolution calls per second at 1, 4 and 16 concurrent sessions (each its own image; x2 of a 250x250
   crop, one tile): through the SMFANet deployment with the server's batching rule, and through it unbatched
   (`TOOLSERVER_SR_BATCH_CALLS=1`), each beside a uvicorn server running the model in process (both up at once,
-  measured alternately); the outputs must be the same bytes. Behind HAProxy, as the README advises.
+  measured alternately); the outputs must be the same bytes. Behind HAProxy, as docs/deploy.md advises.
 - affinity: 48 sessions of 6 calls each through the two ingress replicas, without and with Ray's consistent-hash
   router on `X-Session-ID`: the share of sessions whose every call one replica answered.
 The race on verl-tool's own workload through Serve is `bench.bench_race_verl_tool --serve`.

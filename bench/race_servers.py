@@ -65,7 +65,7 @@ class ToolserverOnServe(Toolserver):
     replicas, sessions in a Redis of its own, a Chroma server), deployed from deploy/ray/toolserver.yaml. Its CPU
     and memory are those of the whole cluster: every Ray process, Redis and Chroma."""
 
-    ingress = "haproxy"  # Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY=1, the README's advice) or "proxy"
+    ingress = "haproxy"  # Serve's HAProxy ingress (RAY_SERVE_ENABLE_HA_PROXY=1, docs/deploy.md's advice) or "proxy"
 
     def __init__(self) -> None:
         super().__init__()

@@ -4,10 +4,11 @@
 # variables; extra arguments go to `toolserver serve`.
 set -eu
 
-# The official weights are copied into the image (models/smfanet); a host with network access may fetch them
-# into another mounted directory now.
+# The official weights come with the package (toolserver/sr/smfanet); a host with network access may fetch them
+# into another mounted directory now (TOOLSERVER_SR_MODEL_DIR).
 if [ "${TOOLSERVER_FETCH_WEIGHTS:-0}" = "1" ]; then
-  toolserver weights download --dir "${TOOLSERVER_SR_MODEL_DIR:-models/smfanet}" \
+  export TOOLSERVER_SR_MODEL_DIR="${TOOLSERVER_SR_MODEL_DIR:-/models/smfanet}"
+  toolserver weights download --dir "$TOOLSERVER_SR_MODEL_DIR" \
     || echo "toolserver: could not fetch SMFANet weights; super-resolution stays unavailable" >&2
 fi
 

@@ -142,13 +142,14 @@ def live_server(tmp_path_factory):
 
 
 # -- real servers beside the service: Redis (sessions of several replicas) and Chroma (documents) ----------------
-def need_program(name: str) -> str:
-    """A server program the test starts; CI installs them (`.ci/run`), so there it must exist."""
+def need_program(name: str, package: str | None = None) -> str:
+    """A program the test runs (a server beside the service, a renderer); CI installs them (`.ci/run`), so there it
+    must exist. Elsewhere its absence skips the test at once, with the reason."""
     path = shutil.which(name)
     if path is None:
         if os.environ.get("CI"):
             pytest.fail(f"{name} is not installed; .ci/run installs it")
-        pytest.skip(f"{name} is not installed (apt-get install redis-server)")
+        pytest.skip(f"{name} is not installed (apt-get install {package or name})")
     return path
 
 
@@ -252,3 +253,25 @@ def settings_any_store(request, tmp_path: Path) -> Settings:
         settings = settings.model_copy(update={"session_store": "redis", "redis_url": redis.url,
                                                "redis_prefix": f"t{next(_prefixes)}"})
     return settings
+
+
+# -- the default selection (README's test command) and what .ci/run adds --------------------------------------------
+# A test that starts real processes beside the service through one of these fixtures (a `toolserver serve`, Redis
+# or Chroma of its own, replicas behind nginx) is marked `slow`: `pytest` alone deselects it (pyproject's addopts),
+# `.ci/run` runs it (`-m 'slow or browser'`). Tests that start a process themselves, or take seconds of CPU, carry
+# the mark in their own module.
+PROCESS_FIXTURES = {"live_server", "redis_server", "chroma_server", "two_replicas", "servers", "grid_server",
+                    "cluster", "topology", "server", "keyed_server"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def slow_cases(names, slow: set[str]) -> list:
+    """Test parameters `names`, those in `slow` (seconds of CPU each) marked `slow`: .ci/run runs them."""
+    names = list(names)
+    assert slow <= set(names), f"no such cases: {sorted(slow - set(names))}"
+    return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in names]

@@ -205,6 +205,7 @@ def test_timeout_raises_and_the_server_stays_usable(live_server):
         assert session.call("zoom_in", image=0, bbox_2d=[0, 0, 100, 100]).ok
 
 
+@pytest.mark.slow
 def test_retry_on_429_from_a_saturated_server(tmp_path):
     # One worker, one admitted job: concurrent full-frame zooms of a 4352x3264 photo overflow at once.
     # (Calls of one session run one at a time, so each thread has its own session.)

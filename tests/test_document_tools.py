@@ -44,6 +44,15 @@ def doc_core(tmp_path: Path) -> Core:
     return core
 
 
+@pytest.fixture(scope="module")
+def shared_doc_core(tmp_path_factory) -> Core:
+    """One ingested library for the tests that only read it (an ingest costs a second of CPU)."""
+    tmp_path = tmp_path_factory.mktemp("docs")
+    core = Core(doc_settings(tmp_path))
+    core.documents.ingest(make_pdf(tmp_path / "manual.pdf"))
+    return core
+
+
 def call(core: Core, profile: str, name: str, args: dict):
     async def go():
         sid = (await core.create_session(_request(profile))).session_id
@@ -59,6 +68,7 @@ def _request(profile: str):
 
 
 # -- doc_page_retrieval_by_query -----------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["default", "arm-thinker"])
 def test_by_query_returns_top5_pages_stitched_with_arm_text(doc_core: Core, profile: str):
     result = call(doc_core, profile, SEARCH, {"filename": "manual", "query": "fit_linear_model least squares"})
@@ -126,8 +136,8 @@ def test_by_index_returns_one_page_shrunk_to_1120(doc_core: Core):
     ({"filename": "manual", "image_idx": 0}, "Error: 'image_idx' must be >= 1 (1-based index)."),
     ({"filename": "manual", "image_idx": -3}, "Error: 'image_idx' must be >= 1 (1-based index)."),
 ])
-def test_by_index_bad_arguments(doc_core: Core, args: dict, text: str):
-    result = call(doc_core, "arm-thinker", BY_INDEX, args)
+def test_by_index_bad_arguments(shared_doc_core: Core, args: dict, text: str):
+    result = call(shared_doc_core, "arm-thinker", BY_INDEX, args)
     assert (result.ok, result.text) == (False, text)
 
 
@@ -247,6 +257,7 @@ def test_http_document_endpoints(tmp_path: Path):
         assert [d["filename"] for d in http.get("/v1/documents").json()] == ["user-guide"]
 
 
+@pytest.mark.slow
 def test_cli_ingest_shows_progress_and_is_idempotent(tmp_path: Path):
     pdf = make_pdf(tmp_path / "manual.pdf")
     env = {**os.environ, "TOOLSERVER_TEXT_MODEL": "", "TOOLSERVER_CLIP_MODEL": "", "TOOLSERVER_DOC_BATCH_PAGES": "2"}

@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import b64, photo, start_server, stop_server
 
+pytestmark = pytest.mark.browser
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 

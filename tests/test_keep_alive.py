@@ -7,6 +7,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from tests.conftest import start_server, stop_server
 from toolserver.client import Client
 from toolserver.config import Settings
@@ -27,6 +29,7 @@ def _exchange(sock: socket.socket) -> bytes:
     return head
 
 
+@pytest.mark.slow
 def test_the_server_keeps_idle_connections_as_long_as_configured(tmp_path):
     assert Settings().keep_alive_s > 15  # longer than aiohttp's pool (15 s) and httpx's (5 s)
     server = start_server({"TOOLSERVER_KEEP_ALIVE_S": "2", "TOOLSERVER_DATA_DIR": str(tmp_path)})

@@ -6,7 +6,6 @@ since the validator knows no CRDs). A broken field must fail."""
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
@@ -15,6 +14,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
+from tests.conftest import need_program
+
+# Rendering and validating every manifest takes seconds: .ci/run runs it (`-m slow`).
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE_CONFIG = ROOT / "deploy" / "ray" / "toolserver.yaml"
@@ -27,9 +31,7 @@ def serve_config() -> dict[str, Any]:
 
 
 def render(directory: str) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.fail("kubectl is missing: it renders the kustomizations offline (`kubectl kustomize`)")
+    kubectl = need_program("kubectl")  # it renders the kustomizations offline (`kubectl kustomize`)
     done = subprocess.run([kubectl, "kustomize", str(K8S / directory)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]

@@ -1,17 +1,19 @@
-"""A real server process (uvicorn on a free port): start-up time, real photos, limits, concurrency."""
+"""A real server process (uvicorn on a free port): start-up, real photos, limits, concurrency. How fast it starts is
+measured by bench/bench_startup.py (BENCHMARKS.md), not asserted here."""
 
 import base64
 import concurrent.futures
 import io
 
 import httpx
+import pytest
 from PIL import Image
 
 from tests.conftest import PHOTOS, b64, gradient, photo, png_bytes, start_server, stop_server
 
 
-def test_healthz_within_5_seconds(live_server):
-    assert live_server.startup_s < 5.0, f"took {live_server.startup_s:.2f} s"
+def test_a_started_server_is_alive_and_ready(live_server):
+    assert httpx.get(live_server.url + "/healthz").status_code == 200
     assert httpx.get(live_server.url + "/readyz").json()["status"] == "ready"
 
 
@@ -67,6 +69,7 @@ def test_concurrent_sessions_do_not_mix(live_server):
         assert all(pool.map(one, range(16)))
 
 
+@pytest.mark.slow
 def test_api_key_never_logged(tmp_path):
     server = start_server({"TOOLSERVER_API_KEYS": '["super-secret-123"]', "TOOLSERVER_DATA_DIR": str(tmp_path)})
     try:

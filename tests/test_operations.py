@@ -27,6 +27,7 @@ def log_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines]  # every line is one JSON object
 
 
+@pytest.mark.slow
 def test_api_keys_missing_wrong_and_right_and_the_key_is_never_logged(tmp_path: Path):
     log = tmp_path / "server.log"
     server = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path / "data"),
@@ -94,6 +95,7 @@ def test_a_draining_app_refuses_new_work_but_stays_alive(settings: Settings):
         assert c.get("/readyz").status_code == 503  # readiness says so, for the load balancer
 
 
+@pytest.mark.slow
 def test_sigterm_lets_calls_in_flight_finish_and_refuses_new_ones(tmp_path: Path):
     log = tmp_path / "server.log"
     server = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path / "data"), "TOOLSERVER_SR_MODEL_DIR": str(smfanet_dir()),
@@ -133,6 +135,7 @@ def test_sigterm_lets_calls_in_flight_finish_and_refuses_new_ones(tmp_path: Path
     assert drained["in_flight"] == 0 and drained["waited_s"] < 60
 
 
+@pytest.mark.slow
 def test_sigusr1_logs_what_every_task_waits_on(tmp_path: Path):
     log = tmp_path / "server.log"
     server = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path / "data"), "TOOLSERVER_LOG_FORMAT": "json"},
@@ -151,6 +154,7 @@ def test_sigusr1_logs_what_every_task_waits_on(tmp_path: Path):
     assert any("_sweep_forever" in line for line in waits)  # the session sweep
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["json", "text"])
 def test_log_format_setting(tmp_path: Path, fmt: str):
     log = tmp_path / "server.log"

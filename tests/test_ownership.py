@@ -1,6 +1,7 @@
 """With API keys, a session belongs to the key that created it: another key gets 404 for it and does not list it;
 an operator key sees every session; without keys nothing changes. Both stores."""
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import b64, gradient, png_bytes
@@ -44,6 +45,7 @@ def test_without_keys_every_session_is_reachable(client):
     assert client.get(f"/v1/sessions/{sid}").status_code == 200
 
 
+@pytest.mark.slow
 def test_over_mcp_a_session_answers_only_its_own_key(tmp_path):
     """The MCP SDK runs tool handlers outside the HTTP request's context: the adapter sets the caller itself."""
     import asyncio

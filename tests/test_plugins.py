@@ -122,6 +122,7 @@ def test_the_plugin_over_mcp_and_the_verl_adapter(grid_server):
     assert response.text.startswith("Cell C1") and response.image[0].size == (60, 40)
 
 
+@pytest.mark.slow
 def test_a_broken_plugin_stops_serve_naming_it(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

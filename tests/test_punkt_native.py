@@ -58,6 +58,7 @@ def test_generated_texts_of_each_kind(kind: str) -> None:
     assert left < 120  # the few with an İ or a Σ (one piece in 200)
 
 
+@pytest.mark.slow
 def test_generated_texts_of_every_kind_at_once() -> None:
     native = native_punkt()
     assert native is not None

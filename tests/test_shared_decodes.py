@@ -3,6 +3,8 @@
 import asyncio
 import gc
 
+import pytest
+
 from tests.conftest import b64, gradient, png_bytes
 from toolserver.core.shared_decodes import SharedDecodes
 from toolserver.errors import ServiceError
@@ -10,6 +12,7 @@ from toolserver.imaging import DecodedImage, decode_image
 from toolserver.models import CreateSessionRequest, ImageInput
 
 
+@pytest.mark.slow
 def test_sessions_uploading_the_same_bytes_share_one_decode(core):
     data = png_bytes(gradient(300, 200))
 

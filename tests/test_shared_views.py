@@ -57,6 +57,7 @@ async def rollouts(core: Core, profile: str, tool: str, args: dict, sessions: in
     return ids, [*first, *second]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("profile", "tool", "args", "module", "name"), CASES, ids=[c[0] for c in CASES])
 def test_one_view_for_all_sessions_and_the_same_bytes(settings_any_store, monkeypatch, profile, tool, args, module,
                                                       name):
@@ -152,6 +153,7 @@ def test_a_view_returned_as_it_is_is_encoded_once(settings, monkeypatch):
     assert not results[0].ok and results[0].error.code == "invalid_box"
 
 
+@pytest.mark.slow
 def test_a_document_stitch_is_shared(tmp_path, monkeypatch):
     from tests.test_document_tools import doc_settings
     from toolserver.tools import doc_pages

@@ -1,4 +1,5 @@
-"""The official SMFANet checkpoints ship in the repository: a server started with no model setting has them."""
+"""The official SMFANet checkpoints ship inside the package (its data, so a wheel has them too): a server started
+with no model setting has them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import httpx
 from tests.conftest import b64, gradient, png_bytes
 from toolserver.config import SHIPPED_SMFANET, Settings
 
-PUBLISHED = {  # Zheng-MJ/SMFANet pretrain/, commit a05e0bb (models/smfanet/NOTICE)
+PUBLISHED = {  # Zheng-MJ/SMFANet pretrain/, commit a05e0bb (toolserver/sr/smfanet/NOTICE)
     "SMFANet_DF2K_100w_x2SR.pth": "daea7fc72a6e4aff80163768209ea5e56fd9705db9e6323f31822f24cd03902e",
     "SMFANet_DF2K_100w_x3SR.pth": "ae9953d36b4afb25211a23b02499dc029dfe64a2549c3426b29aaca14f17baa1",
     "SMFANet_DF2K_100w_x4SR.pth": "3141324e9ef6ebdd2338566b30ad034a3bf0c3c34e8030d4086ce4330c319402",

@@ -50,6 +50,7 @@ def test_spans_rejects_a_tile_without_room_for_its_padding():
         spans(100, 32, 16)
 
 
+@pytest.mark.slow
 def test_tiled_output_matches_whole_image(lr_photo):
     """EASA's statistics see only the tile, so tiling is not bit-exact; with context it must stay >= 50 dB."""
     whole_engine = SREngine(smfanet_dir(), tile=10_000)
@@ -169,6 +170,7 @@ def test_same_shape_tiles_are_batched_on_a_gpu(engine):
     engine._queue.clear()
 
 
+@pytest.mark.slow
 def test_a_batch_equals_single_runs(engine, lr_photo):
     crops = [np.asarray(lr_photo.crop((i * 30, 10, i * 30 + 40, 50))) for i in range(3)]
     singles = [engine._forward(2, [c])[0] for c in crops]
@@ -178,6 +180,7 @@ def test_a_batch_equals_single_runs(engine, lr_photo):
         assert np.abs(single.astype(int) - together).max() <= 1
 
 
+@pytest.mark.slow
 def test_one_large_image_spreads_over_the_cpu_workers(lr_photo):
     engine = SREngine(smfanet_dir(), tile=96, tile_pad=8, cpu_workers=2)
     seen: set[str] = set()

@@ -184,6 +184,7 @@ def _hr(name: str, long_side: int = 360) -> Image.Image:
     return img.resize((round(img.width * k) // 12 * 12, round(img.height * k) // 12 * 12), Image.Resampling.BICUBIC)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["smfanet-x2", "smfanet-x3", "smfanet-x4", "smfanet-plus-x4"])
 def test_restores_better_than_bicubic(name, tmp_path: Path):
     """Bicubic-downscale real photographs, restore them, and compare Y-PSNR (border = scale) with bicubic.

@@ -55,6 +55,7 @@ def test_frames_over_the_session_budget_stop_the_intake_as_they_come(server):
     assert httpx.get(f"{server.url}/v1/sessions/{sid}").status_code == 200  # the server is fine
 
 
+@pytest.mark.slow
 def test_a_lying_video_under_a_large_budget_costs_one_frame(tmp_path):
     """32 frames of 6000x6000 (3.4 GB as RGB) behind a 64x64 header, under a 2 GiB session budget that the
     header's size fits: refused at the first frame that contradicts the header, the server's peak memory near

@@ -3,7 +3,8 @@
 These tests run in the frameworks' own environments (`.ci/run` builds them: `requirements.txt` here for the
 frameworks on MCP SDK 2, `requirements-mcp1.txt` for those that still need MCP SDK 1), which hold the frameworks
 and not toolserver. The server runs from the project's main environment (`TOOLSERVER_PYTHON`, default
-`.venv/bin/python`). Each test imports the README's snippet from `examples/frameworks/` and runs it.
+`.venv/bin/python`). Each test imports the documentation's snippet (docs/frameworks.md, docs/trainers.md) from
+`examples/frameworks/` and runs it.
 
 With `TOOLSERVER_FRAMEWORKS=required` (as in CI) a framework that is not installed fails its test instead of
 skipping it, so a broken environment cannot pass quietly.
@@ -46,7 +47,7 @@ def need(package: str) -> ModuleType:
 
 
 def snippet(name: str, folder: str = "frameworks") -> ModuleType:
-    """`examples/<folder>/<name>.py`, the code the README shows."""
+    """`examples/<folder>/<name>.py`, the code the documentation shows."""
     spec = importlib.util.spec_from_file_location(f"snippet_{name}", SNIPPETS.parent / folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     weights.add_argument("action", choices=["list", "download"])
     weights.add_argument("names", nargs="*", help="checkpoint names (default: all), e.g. smfanet-x4")
     weights.add_argument("--dir", type=Path,
-                         help="model directory (default: TOOLSERVER_SR_MODEL_DIR or the shipped models/smfanet)")
+                         help="model directory (default: TOOLSERVER_SR_MODEL_DIR or the shipped toolserver/sr/smfanet)")
     weights.add_argument("--url-template", dest="url_template",
                          help="mirror URL with {file} in it (default: the official GitHub repository)")
     weights.set_defaults(func=cmd_weights)

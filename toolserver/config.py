@@ -9,14 +9,15 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The official SMFANet checkpoints ship in the repository (models/smfanet, Apache-2.0; see its NOTICE).
-SHIPPED_SMFANET = Path(__file__).resolve().parents[1] / "models" / "smfanet"
+# The official SMFANet checkpoints ship inside the package as its data (toolserver/sr/smfanet, Apache-2.0; see its
+# NOTICE), so an installed wheel serves super-resolution as a checkout does.
+SHIPPED_SMFANET = Path(__file__).resolve().parent / "sr" / "smfanet"
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
 
 class Settings(BaseSettings):
-    """Every limit has a safe default; see README "Configuration" for the table."""
+    """Every limit has a safe default; docs/configuration.md has the table."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLSERVER_", env_nested_delimiter="__", extra="ignore")
 
@@ -115,7 +116,7 @@ class Settings(BaseSettings):
     tool_timeout_s: float = 60.0
     retry_after_s: int = 1
 
-    # Code as a tool (toolserver.sandbox; the security model is in the README).
+    # Code as a tool (toolserver.sandbox; the security model is in docs/sandbox.md).
     sandbox_min_isolation: Literal["restricted", "namespaces"] = Field(default="restricted", description=(
         "The least isolation code runs under: `namespaces` (no host files, no network, plus everything below) or "
         "`restricted` (resource limits, a user of its own, no capabilities, a seccomp deny-list). Below it, "
@@ -160,7 +161,8 @@ class Settings(BaseSettings):
 
     sr_model_dir: Path = Field(default=SHIPPED_SMFANET,
                                description="Directory holding the SMFANet checkpoints (default: the official ones "
-                               "shipped in the repository's models/smfanet; `toolserver weights download` for others).")
+                               "shipped inside the package, toolserver/sr/smfanet; `toolserver weights download` for "
+                               "others).")
     sr_device: str = Field(default="auto", description="`auto` (CUDA when present), `cpu`, `cuda` or `cuda:N`.")
     sr_tile: int = Field(default=512, ge=16, description="Largest input tile side fed to SMFANet at once.")
     sr_tile_pad: int = Field(default=16, ge=0, description="Context pixels read around each tile.")

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer with a toolserver profile as its environment (`pip install trl toolserver`): one session per
+"""TRL's GRPOTrainer with a toolserver profile as its environment (`pip install trl vlm-toolserver`): one session per
 rollout, opened by `reset` with the row's images; the profile's tools are the class's methods, and the images they
 return reach the VLM as images."""
 

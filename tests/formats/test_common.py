@@ -1,6 +1,9 @@
 """Call formats through `/act`: parse errors of any format come back as tool results and observations."""
 
+import pytest
 
+
+@pytest.mark.slow
 def test_act_reports_parse_errors_as_results(client):
     from tests.conftest import b64, gradient, png_bytes
     sid = client.post("/v1/sessions", json={"images": [{"data": b64(png_bytes(gradient(50, 50)))}]}).json()["session_id"]

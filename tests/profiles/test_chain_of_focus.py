@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from tests.conftest import b64, png_bytes
+from tests.conftest import b64, png_bytes, slow_cases
 from tests.profiles.helpers import act_image
 from tests.profiles.test_pyvision_rl import golden_image
 from toolserver.api import create_app
@@ -57,7 +57,7 @@ def act(client: TestClient, sid: str, text: str) -> dict:
     return response.json()
 
 
-@pytest.mark.parametrize("name", list(SESSIONS))
+@pytest.mark.parametrize("name", slow_cases(SESSIONS, {"whole_view_x2_over_the_pixel_cap"}))
 def test_a_session_answers_as_the_reference_did(client, name):
     session = SESSIONS[name]
     sid = new_session(client, session["input"])

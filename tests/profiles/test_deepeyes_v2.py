@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from tests.conftest import b64, png_bytes
+from tests.conftest import b64, png_bytes, slow_cases
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.profiles.deepeyes_v2 import (
@@ -82,7 +82,7 @@ def shown(answer: dict) -> list[list]:
             for image in result["images"]]
 
 
-@pytest.mark.parametrize("name", [name for name in SESSIONS if name not in DEVIATING])
+@pytest.mark.parametrize("name", slow_cases([name for name in SESSIONS if name not in DEVIATING], {"figure_cap_10"}))
 def test_a_session_answers_as_the_reference_did(client, name):
     session = SESSIONS[name]
     sid = new_session(client, [golden_image()] if session["reset"] else [])
@@ -127,6 +127,7 @@ def test_whitespace_only_code_ends_the_episode(client):
     assert act(client, sid, "<code>\n```python\n \n```\n</code>")["done"] is True
 
 
+@pytest.mark.slow
 def test_state_lives_in_the_worker(client):
     """The reference pickles the namespace between calls (a generator is dropped, an earlier cell's function has
     no source); the worker keeps it alive."""

@@ -9,6 +9,7 @@ from tests.conftest import gradient
 from tests.profiles.helpers import call, image_of, make_session
 
 
+@pytest.mark.slow
 def test_groundlight_window_and_upscale(client):
     sid = make_session(client, "groundlight", gradient(2048, 1536))
     info = client.get(f"/v1/sessions/{sid}").json()["images"][0]

@@ -9,6 +9,7 @@ from tests.conftest import gradient
 from tests.profiles.helpers import act_image, big_image, call, image_of, make_session, translucent
 
 
+@pytest.mark.slow
 def test_mgpo_float32_mapping_on_5312x2988(client):
     sid = make_session(client, "mgpo", big_image(5312, 2988))
     info = client.get(f"/v1/sessions/{sid}").json()["images"][0]
@@ -22,6 +23,7 @@ def test_mgpo_float32_mapping_on_5312x2988(client):
     assert image_of(r).size == (1335, 751)
 
 
+@pytest.mark.slow
 def test_mgpo_invalid_box_returns_the_original(client):
     sid = make_session(client, "mgpo", gradient(1000, 800))
     # 1000x800 = 800000 px is within [200704, 1003520]: input = smart_resize → 1008x812.

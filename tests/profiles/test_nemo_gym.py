@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from tests.conftest import b64, png_bytes
+from tests.conftest import b64, png_bytes, slow_cases
 from tests.profiles.nemo_gym_sessions import CROP, FLIP, IMAGES, ROTATE, SESSIONS, ZOOM, xml
 from toolserver.api import create_app
 from toolserver.config import Settings
@@ -87,7 +87,7 @@ def check_turn(client: TestClient, sid: str, turn: dict[str, Any]) -> None:
             shown_as(client, sid, part, next(keys), recorded)
 
 
-@pytest.mark.parametrize("name", list(RECORDED))
+@pytest.mark.parametrize("name", slow_cases(RECORDED, {"rotate_large_capped", "zoom_pixels", "side_by_side_capped"}))
 def test_a_session_runs_as_the_reference_ran_it(client, name):
     recorded = RECORDED[name]
     inputs, _ = SESSIONS[name]

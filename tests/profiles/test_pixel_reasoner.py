@@ -105,6 +105,7 @@ def test_a_value_of_1_makes_the_box_pixels(client):
                                                                               "Size: 56x56)")
 
 
+@pytest.mark.slow
 def test_padding_is_capped_at_600_pixels(client):
     sid = make_session(client, "pixel-reasoner", big_image(8000, 1000))
     # View 8008x1008 (smart_resize: 286*28 x 36*28). Padding x = min(0.1, 600/8008): 600 px, y = 0.1.

@@ -153,6 +153,7 @@ def _repeated_by_search(text: str, threshold: float = 0.3, tail: int = 1000) -> 
     return False
 
 
+@pytest.mark.slow
 def test_the_repetition_filter_decides_as_the_trainer_s_search():
     import random
 

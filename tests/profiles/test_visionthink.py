@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from tests.conftest import b64, png_bytes
+from tests.conftest import b64, png_bytes, slow_cases
 from tests.profiles.alpha_inputs import png
 from tests.profiles.helpers import act_image
 from tests.profiles.test_pyvision_rl import golden_image
@@ -57,7 +57,7 @@ def act(client: TestClient, sid: str, text: str) -> dict:
     return response.json()
 
 
-@pytest.mark.parametrize("name", list(SESSIONS))
+@pytest.mark.parametrize("name", slow_cases(SESSIONS, {"resize_then_answer"}))
 def test_a_session_answers_as_the_reference_did(client, name):
     session = SESSIONS[name]
     shown_first = first_view(original(session["input"]))

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from toolserver import __version__
+from toolserver.api.apidocs import OPEN_DOC_PATHS, add_api_docs
 from toolserver.api.bodies import BoundedJSONRoute, error_body
 from toolserver.api.openenv.docs import document_openenv
 from toolserver.api.routers import (
@@ -43,7 +44,7 @@ from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestCont
 from toolserver.models import AddImagesRequest, CreateSessionRequest, IngestPathRequest
 from toolserver.ownership import Keys, caller
 
-OPEN_PATHS = {"/healthz", "/readyz", "/health", "/docs", "/openapi.json", "/redoc", "/ui",
+OPEN_PATHS = {"/healthz", "/readyz", "/health", "/openapi.json", "/ui", *OPEN_DOC_PATHS,
               *(f"/ui/{f}" for f in UI_FILES)}
 
 DESCRIPTION = """
@@ -82,7 +83,9 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
         finally:
             await core.stop()
 
-    app = FastAPI(title="toolserver", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="toolserver", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)  # served with local assets instead of a CDN's
+    add_api_docs(app)
     app.router.route_class = BoundedJSONRoute
     app.state.core = core
     app.state.gate = gate = DrainGate()
