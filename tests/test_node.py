@@ -33,6 +33,7 @@ needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
                                  reason="redis-server is not installed (apt-get install redis-server)")
 
 
+
 # -- the node's shared decoded images -------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "I;16", "F"])
 def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode):
@@ -155,6 +156,7 @@ def _worker_of(response: httpx.Response) -> str:
 
 
 @needs_redis
+@pytest.mark.slow
 def test_any_worker_serves_any_call_of_a_session(node):
     with httpx.Client(base_url=node.url, timeout=120) as c:
         sid = c.post("/v1/sessions", json={"images": [{"path": str(BRIDGE)}]}).json()["session_id"]
@@ -182,9 +184,15 @@ def test_any_worker_serves_any_call_of_a_session(node):
         if len(stores) == 2:
             break
     assert sum(s["node_pixels_hits"] for s in stores.values()) >= 1, stores
+    with httpx.Client(base_url=node.url, timeout=120) as c:
+        ready = c.get("/readyz").json()
+    # The models run in the node's model host (one, on this CPU), not in each worker.
+    assert "model host" in ready["super_resolution"]["served_by"], ready["super_resolution"]
+    assert ready["sandbox"]["served_by"] == "node sandbox host"
 
 
 @needs_redis
+@pytest.mark.slow
 def test_a_code_session_keeps_its_state_whichever_worker_runs_its_cells(node):
     with httpx.Client(base_url=node.url, timeout=120) as c:
         sid = c.post("/v1/sessions", json={"profile": "pyvision-rl", "images": [{"path": str(BRIDGE)}]}
@@ -201,6 +209,7 @@ def test_a_code_session_keeps_its_state_whichever_worker_runs_its_cells(node):
 
 
 @needs_redis
+@pytest.mark.slow
 def test_a_worker_killed_mid_trajectory_loses_and_doubles_nothing(node):
     pids = node.worker_pids()
     assert len(pids) == 2
@@ -240,6 +249,7 @@ def test_a_worker_killed_mid_trajectory_loses_and_doubles_nothing(node):
 
 
 @needs_redis
+@pytest.mark.slow
 def test_sigterm_stops_every_process_of_the_node_and_removes_its_directory(tmp_path):
     started = Node(tmp_path, workers=2)
     directory = next(line.split("node directory ")[1].rstrip(")\n") for line in started.log.read_text().splitlines()
