@@ -33,7 +33,6 @@ needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
                                  reason="redis-server is not installed (apt-get install redis-server)")
 
 
-
 # -- the node's shared decoded images -------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "I;16", "F"])
 def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode):
