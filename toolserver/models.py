@@ -70,8 +70,7 @@ class OutputSettings(BaseModel):
     format: Literal["png", "jpeg", "webp"] = "png"
     delivery: Literal["inline", "ref", "path", "shm"] = Field(default="inline", description=(
         "`inline`: the encoded image in the answer; `ref`: a URL to GET it; `path`: a file in the shared output "
-        "directory; `shm`: its raw pixels in shared memory, for a trainer on the same host (server setting "
-        "`shm_delivery`; docs/delivery.md)."))
+        "directory; `shm`: its raw pixels in shared memory, for a trainer on this host (docs/delivery.md)."))
 
 
 def _not_a_dot_segment(key: str) -> str:
@@ -254,9 +253,8 @@ class AddedTexts(BaseModel):
 
 
 class ShmHandle(BaseModel):
-    """Where `shm` delivery left an image's raw pixels: `height` rows of `width` pixels, `mode` (Pillow's name;
-    RGB: 3 bytes a pixel), row after row, `nbytes` in all, in the file `path` on the server's host. The file goes
-    with its session, or at `expires_at` (Unix time) at the latest."""
+    """Where `shm` delivery left an image's raw pixels (`mode` as Pillow names it, row after row, `nbytes` in all) in
+    the file `path` on the server's host; the file goes with its session, or at `expires_at` (Unix time)."""
 
     path: str
     width: int
