@@ -11,17 +11,16 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from toolserver.config import Settings
 from toolserver.core.ors_tasks import Task, TaskSets
 from toolserver.errors import BadRequest, NotFound, ServiceError, SessionGone
-from toolserver.models import ActResponse, CreateSessionRequest, ImageInput
+from toolserver.models import ActResponse, CreateSessionRequest, ImageInput, SessionCreated, SessionInfo
 from toolserver.ownership import caller
 from toolserver.profiles import get_profile
-from toolserver.reward_models import SessionRewardRequest
-
-if TYPE_CHECKING:
-    from toolserver.core.facade import Core
+from toolserver.reward_models import SessionReward, SessionRewardRequest
+from toolserver.rewards import Reward
 
 TERMINAL_TOOL = "final_answer"  # the assistant's plain message, fed back by the harness (ORS's `@terminal` tool)
 TERMINAL_ARG = "message"
@@ -35,6 +34,22 @@ class EpisodeFinished(ServiceError):
 class UnknownTool(ServiceError):
     status = 404
     code = "not_found"
+
+
+class OrsCore(Protocol):
+    """What of `toolserver.core.Core` the ORS sessions use (the facade imports this module)."""
+
+    settings: Settings
+
+    def list_tools(self, profile: str = "default") -> list[dict[str, Any]]: ...
+    async def create_session(self, request: CreateSessionRequest | None = None) -> SessionCreated: ...
+    async def session_info(self, session_id: str) -> SessionInfo: ...
+    async def image_bytes(self, session_id: str, key: str, fmt: str | None = None) -> tuple[bytes, str]: ...
+    async def act(self, session_id: str, text: str) -> ActResponse: ...
+    async def call_as_turn(self, session_id: str, name: str, arguments: dict[str, Any] | str) -> ActResponse: ...
+    def reward_of(self, profile: str) -> Reward: ...
+    async def reward(self, session_id: str, body: SessionRewardRequest) -> SessionReward: ...
+    async def release(self, session_id: str) -> None: ...
 
 
 @dataclass
@@ -58,7 +73,7 @@ def environment_of(name: str) -> str:
 
 
 class OrsSessions:
-    def __init__(self, core: Core):
+    def __init__(self, core: OrsCore):
         self.core = core
         self.tasks = TaskSets(core.settings.ors_tasks)
         self._sessions: dict[str, OrsSession] = {}
@@ -118,12 +133,10 @@ class OrsSessions:
                 raise UnknownTool(f"{name!r} is not a valid tool of {session.profile!r}")
             response = await self.core.call_as_turn(session.session_id, name, arguments)
         session.finished = response.done
-        output = {"blocks": blocks_of(response), "finished": response.done,
-                  "metadata": {"session_id": session.session_id, "format": response.format,
-                               "calls": response.calls, "prompt": response.prompt,
-                               "results": [r.model_dump(mode="json") for r in response.results]}}
-        output["reward"] = await self._reward(session, response, output["metadata"])
-        return output
+        metadata = {"session_id": session.session_id, "format": response.format, "calls": response.calls,
+                    "prompt": response.prompt, "results": [r.model_dump(mode="json") for r in response.results]}
+        reward = await self._reward(session, response, metadata)
+        return {"blocks": blocks_of(response), "metadata": metadata, "reward": reward, "finished": response.done}
 
     async def _reward(self, session: OrsSession, response: ActResponse, metadata: dict[str, Any]) -> float | None:
         try:
@@ -173,7 +186,8 @@ def blocks_of(response: ActResponse) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for message in response.observation:
         content = message.get("content")
-        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else \
+            content or []
         for part in parts:
             if part.get("type") == "text":
                 blocks.append({"type": "text", "text": part["text"]})

@@ -85,8 +85,8 @@ class TaskSets:
                     rows.setdefault((profile, split), []).extend((r, path.parent) for r in _read(path))
             elif root.is_file():
                 for row in _read(root):
-                    profile, split = row.get("profile"), str(row.get("split", "train"))
-                    rows.setdefault((profile, split), []).append((row, root.parent))
+                    owner = None if row.get("profile") is None else str(row["profile"])
+                    rows.setdefault((owner, str(row.get("split", "train"))), []).append((row, root.parent))
             else:
                 raise BadRequest(f"ORS tasks: {root} is neither a directory nor a file (setting ors_tasks)")
         self._rows = rows
