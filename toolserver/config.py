@@ -256,6 +256,9 @@ class Settings(BaseSettings):
                                   "`task_spec`s.")
     ors_idle_timeout_s: float = Field(default=900.0, gt=0, description="An ORS session unused (no call, no ping) "
                                       "this long ends, with its toolserver session (the standard's 15 minutes).")
+    ors_terminal_in_tools: bool = Field(default=False, description="Also list the ORS terminal tool "
+                                        "(`final_answer`) among an environment's tools, for harnesses that do not "
+                                        "read `terminal_tool` (TRL 1.16's `trl.experimental.openreward`).")
     verl_tool_done_if_invalid: bool = Field(default=False, description="verl-tool's `done_if_invalid`: a text with "
                                             "no action ends its trajectory.")
 

@@ -24,6 +24,8 @@ from toolserver.rewards import Reward
 
 TERMINAL_TOOL = "final_answer"  # the assistant's plain message, fed back by the harness (ORS's `@terminal` tool)
 TERMINAL_ARG = "message"
+TERMINAL_DESCRIPTION = ("The assistant's final message: run as a turn of the profile's format; it ends the episode "
+                        "unless it holds a tool call.")
 
 
 class EpisodeFinished(ServiceError):
@@ -87,9 +89,13 @@ class OrsSessions:
         """The environment's tools (`ListToolsOutput`): the profile's, and its terminal tool."""
         tools = [{"name": t["function"]["name"], "description": t["function"].get("description", ""),
                   "input_schema": t["function"].get("parameters")} for t in self.core.list_tools(profile)]
-        return {"tools": tools, "terminal_tool": {"name": TERMINAL_TOOL, "arg": TERMINAL_ARG, "description": (
-            "The assistant's final message: run as a turn of the profile's format; it ends the episode unless it "
-            "holds a tool call.")}, "supports_score_group": False, "message_block_types": ["text", "image"]}
+        if self.core.settings.ors_terminal_in_tools:
+            tools.append({"name": TERMINAL_TOOL, "description": TERMINAL_DESCRIPTION, "input_schema": {
+                "type": "object", "properties": {TERMINAL_ARG: {"type": "string", "description": "The message."}},
+                "required": [TERMINAL_ARG]}})
+        return {"tools": tools, "terminal_tool": {"name": TERMINAL_TOOL, "arg": TERMINAL_ARG,
+                                                  "description": TERMINAL_DESCRIPTION},
+                "supports_score_group": False, "message_block_types": ["text", "image"]}
 
     async def create(self, sid: str, profile: str, task: Task) -> None:
         await self.sweep()
