@@ -135,6 +135,10 @@ def test_malformed_messages_get_the_protocols_errors_and_other_sessions_go_on(cl
     assert unknown["ok"] is False and unknown["reason"] == "not_found"
     bad = call(client, "pixel-reasoner", headers, "final_answer", {"message": 3})
     assert bad["ok"] is False and bad["reason"] == "input_validation"
+    failed = call(client, "pixel-reasoner", headers, "crop_image", {"bbox_2d": [2, 2, 3, 3], "target_image": 9})
+    assert failed["ok"] is True and failed["output"]["finished"] is False  # a tool's failure: /act's text
+    assert failed["output"]["blocks"] == [{"type": "text", "text": failed["output"]["metadata"]["results"][0]["text"]}]
+    assert failed["output"]["metadata"]["results"][0]["ok"] is False
     shape = client.post("/pixel-reasoner/call", json={"name": "crop_image", "input": [1]}, headers=headers)
     assert shape.status_code == 422
     assert client.post("/pixel-reasoner/call", json={"name": "x", "input": {}}).status_code == 422  # no session id
@@ -179,3 +183,10 @@ def test_a_task_file_with_rows_naming_their_split(tmp_path: Path):
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     with pytest.raises(BadRequest, match="line 1 is not JSON"):
         TaskSets(str(tmp_path / "bad.jsonl")).splits("default")
+
+
+def test_the_terminal_tool_can_be_listed_for_harnesses_that_ignore_terminal_tool(settings):
+    with TestClient(create_app(settings.model_copy(update={"ors_terminal_in_tools": True}))) as c:
+        tools = c.get("/default/tools").json()
+    assert tools["tools"][-1]["name"] == tools["terminal_tool"]["name"] == "final_answer"
+    assert tools["tools"][-1]["input_schema"]["required"] == ["message"]

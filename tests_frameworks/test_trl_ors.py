@@ -31,7 +31,7 @@ def test_trls_adapter_runs_a_rollout_to_its_reward(server, monkeypatch):
     monkeypatch.setenv("OPENREWARD_SESSION_URL", server.url)  # the SDK's sessions host (default: a subdomain)
     spec = openreward_trl.OpenRewardSpec(server.url, env_name="pixel-reasoner", discover_task_tools=False)
     env = spec.environment_factory()
-    assert callable(getattr(env, "crop_image")) and callable(getattr(env, "final_answer"))
+    assert callable(env.crop_image) and callable(env.final_answer)
     assert env.reset(task_index=0) == "What colour is the top left?"
     twin = httpx.post(f"{server.url}/v1/sessions", json={"profile": "pixel-reasoner", "images": [
         {"data": data_uri(picture())}]}, timeout=30).json()["session_id"]
