@@ -190,3 +190,27 @@ def test_the_terminal_tool_can_be_listed_for_harnesses_that_ignore_terminal_tool
         tools = c.get("/default/tools").json()
     assert tools["tools"][-1]["name"] == tools["terminal_tool"]["name"] == "final_answer"
     assert tools["tools"][-1]["input_schema"]["required"] == ["message"]
+
+
+def test_several_server_processes_refuse_ors_with_the_remedy(settings):
+    with TestClient(create_app(settings.model_copy(update={"worker_index": 1}))) as c:
+        refused = c.post("/create_session")
+    assert refused.status_code == 409 and refused.json()["code"] == "ors_needs_one_process"
+    assert "--workers 1" in refused.json()["detail"]
+
+
+def test_with_api_keys_an_ors_session_belongs_to_its_key(settings):
+    keyed = settings.model_copy(update={"api_keys": ["key-a", "key-b"]})
+    with TestClient(create_app(keyed)) as c:
+        assert c.post("/create_session").status_code == 401
+        a, b = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
+        sid = dict(events(c.post("/create_session", headers=a).text))["task_id"]
+        image = b64(png_bytes(gradient(32, 32)))
+        created = c.post("/create", headers={**a, "X-Session-ID": sid},
+                         json={"env_name": "default", "task_spec": {"question": "q", "images": [image]}})
+        assert created.status_code == 200
+        assert c.post("/ping", headers={**a, "X-Session-ID": sid}).status_code == 200
+        assert c.post("/ping", headers={**b, "X-Session-ID": sid}).status_code == 404
+        assert c.get("/default/prompt", headers={**b, "X-Session-ID": sid}).status_code == 404
+        assert c.post("/delete", headers={**b, "X-Session-ID": sid}).status_code == 200  # not b's to end
+        assert c.post("/ping", headers={**a, "X-Session-ID": sid}).status_code == 200

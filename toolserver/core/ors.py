@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from toolserver.config import Settings
 from toolserver.core.ors_tasks import Task, TaskSets
-from toolserver.errors import BadRequest, NotFound, ServiceError, SessionGone
+from toolserver.errors import BadRequest, Conflict, NotFound, ServiceError, SessionGone
 from toolserver.models import ActResponse, CreateSessionRequest, ImageInput, SessionCreated, SessionInfo
 from toolserver.ownership import caller
 from toolserver.profiles import get_profile
@@ -80,10 +80,17 @@ class OrsSessions:
         self.tasks = TaskSets(core.settings.ors_tasks)
         self._sessions: dict[str, OrsSession] = {}
 
-    @staticmethod
-    def new_id() -> str:
+    def new_id(self) -> str:
         """A session id (`/create_session`); the session itself starts at `/create`."""
+        self._one_process()
         return str(uuid.uuid4())
+
+    def _one_process(self) -> None:
+        """ORS sessions live in this process: refused, with the remedy, where several server processes share a
+        port (a session's next request could reach another one)."""
+        if self.core.settings.worker_index is not None:
+            raise Conflict("ORS sessions live in one server process: serve ORS with one worker (`toolserver serve "
+                           "--workers 1`, TOOLSERVER_WORKERS=1)", code="ors_needs_one_process")
 
     def tools(self, profile: str) -> dict[str, Any]:
         """The environment's tools (`ListToolsOutput`): the profile's, and its terminal tool."""
@@ -98,6 +105,7 @@ class OrsSessions:
                 "supports_score_group": False, "message_block_types": ["text", "image"]}
 
     async def create(self, sid: str, profile: str, task: Task) -> None:
+        self._one_process()
         await self.sweep()
         if sid in self._sessions:
             raise BadRequest("Session already exists", code="session_exists")

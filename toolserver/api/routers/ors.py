@@ -115,8 +115,10 @@ async def version() -> dict[str, str | None]:
 
 @router.post("/create_session", summary="ORS: a session id (server-sent events: `task_id`, `end`)")
 async def create_session(request: Request) -> StreamingResponse:
+    sid = core_of(request).ors.new_id()  # refused before the stream opens where ORS cannot serve
+
     async def events() -> AsyncIterator[str]:
-        yield _events(("task_id", core_of(request).ors.new_id()), ("end", ""))
+        yield _events(("task_id", sid), ("end", ""))
     return _sse(events())
 
 
