@@ -205,15 +205,18 @@ async def task_range(body: TaskRangeBody, request: Request, env_name: str | None
 
 @router.get("/prompt", summary="ORS: the session's prompt", include_in_schema=False)
 @router.get("/{env_name}/prompt", summary="ORS: the task's images and question (`TextBlock`s, `ImageBlock`s)")
-async def prompt(request: Request, x_session_id: str | None = Header(default=None)) -> list[dict[str, Any]]:
+async def prompt(request: Request, env_name: str | None = None,
+                 x_session_id: str | None = Header(default=None)) -> list[dict[str, Any]]:
+    """The session's task (its environment is the session's; `env_name` is the path's)."""
     return await core_of(request).ors.prompt(_sid(x_session_id))
 
 
 @router.post("/call", summary="ORS: call a tool", include_in_schema=False)
 @router.post("/{env_name}/call", summary="ORS: call a tool (server-sent events: `task_id`, then `end` with the "
              "`RunToolOutput`, whose `ToolOutput` carries `reward` and `finished`)")
-async def call(body: ToolCallBody, request: Request,
+async def call(body: ToolCallBody, request: Request, env_name: str | None = None,
                x_session_id: str | None = Header(default=None)) -> StreamingResponse:
+    """The session's call (its environment is the session's; `env_name` is the path's)."""
     ors, sid = core_of(request).ors, _sid(x_session_id)
     ors.get(sid)  # an unknown or expired session: 404 before the stream opens
     if body.task_id is not None:  # a resumed stream: calls are not replayed (docs/ors.md)
