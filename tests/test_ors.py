@@ -214,3 +214,16 @@ def test_with_api_keys_an_ors_session_belongs_to_its_key(settings):
         assert c.get("/default/prompt", headers={**b, "X-Session-ID": sid}).status_code == 404
         assert c.post("/delete", headers={**b, "X-Session-ID": sid}).status_code == 200  # not b's to end
         assert c.post("/ping", headers={**a, "X-Session-ID": sid}).status_code == 200
+
+
+def test_a_final_message_holding_a_call_goes_on_and_a_reward_that_cannot_score_is_said(client):
+    image = b64(png_bytes(gradient(64, 48)))
+    headers = open_session(client, "default", task_spec={"question": "Look", "images": [image]})
+    zoom = '<tool_call>{"name": "zoom_in", "arguments": {"image": 0, "bbox_2d": [0, 0, 500, 500]}}</tool_call>'
+    out = call(client, "default", headers, "final_answer", {"message": zoom})["output"]
+    assert out["finished"] is False and [b["type"] for b in out["blocks"]] == ["image", "text"]
+    headers = open_session(client, "deepeyes", task_spec={"question": "Look", "images": [image],
+                                                          "ground_truth": "red"})
+    out = call(client, "deepeyes", headers, "final_answer", {"message": "<answer>red</answer>"})["output"]
+    assert out["finished"] is True and out["reward"] is None  # DeepEyes' reward asks a judge; none is configured
+    assert out["metadata"]["reward_error"]["code"] == "judge_not_configured"

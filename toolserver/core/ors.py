@@ -163,7 +163,7 @@ class OrsSessions:
             scored = await self.core.reward(session.session_id, SessionRewardRequest(
                 turns=session.turns, ground_truth=session.task.ground_truth, question=session.task.question,
                 extra=session.task.extra))
-        except BadRequest as exc:
+        except ServiceError as exc:  # the call ran and its output stands: the reward's failure is said beside it
             metadata["reward_error"] = {"code": exc.code, "message": exc.message}
             return None
         metadata["reward"] = scored.model_dump(mode="json")
