@@ -252,6 +252,15 @@ class Settings(BaseSettings):
         "Largest OpenEnv WebSocket message (a reset carries its images as data URLs); a larger one is answered with "
         "`VALIDATION_ERROR` and the episode goes on. `serve` lets the WebSocket layer itself read messages of up to "
         "twice this and closes the connection (code 1009) on a larger one without reading it."))
+    ors_tasks: str | None = Field(default=None, description="The ORS endpoint's tasks (docs/ors.md): a directory "
+                                  "of `<profile>.<split>.jsonl` files, or one JSONL file whose rows name their "
+                                  "`split` (and optionally `profile`). Unset: no splits; sessions take inline "
+                                  "`task_spec`s.")
+    ors_idle_timeout_s: float = Field(default=900.0, gt=0, description="An ORS session unused (no call, no ping) "
+                                      "this long ends, with its toolserver session (the standard's 15 minutes).")
+    ors_terminal_in_tools: bool = Field(default=False, description="Also list the ORS terminal tool "
+                                        "(`final_answer`) among an environment's tools, for harnesses that do not "
+                                        "read `terminal_tool` (TRL 1.16's `trl.experimental.openreward`).")
     verl_tool_done_if_invalid: bool = Field(default=False, description="verl-tool's `done_if_invalid`: a text with "
                                             "no action ends its trajectory.")
 

@@ -29,6 +29,7 @@ from toolserver.api.routers import (
     inspection,
     openenv,
     operations,
+    ors,
     rewards,
     sessions,
     tools,
@@ -101,7 +102,7 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     _add_error_handlers(app, core)
     if keys:
         _add_api_key_check(app, keys)
-    for module in (sessions, inspection, tools, rewards, documents, operations, verl_tool, openenv, vrag):
+    for module in (sessions, inspection, tools, rewards, documents, operations, verl_tool, openenv, vrag, ors):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
@@ -170,7 +171,9 @@ def _add_api_key_check(app: FastAPI, keys: Keys) -> None:
     @app.middleware("http")
     async def _auth(request: Request, call_next):
         if request.url.path not in OPEN_PATHS:
-            accepted, owner = keys.identify(request.headers.get("authorization", ""))
+            # ORS clients (`openreward`) send their key as `X-API-Key`
+            authorization = request.headers.get("authorization") or "Bearer " + request.headers.get("x-api-key", "")
+            accepted, owner = keys.identify(authorization)
             if not accepted:
                 return _error_response(Unauthorized("missing or invalid API key"))
             caller.set(owner)  # the sessions this request may see (copied into the endpoint's context)

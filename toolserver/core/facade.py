@@ -27,6 +27,7 @@ from toolserver.core.documents import Documents
 from toolserver.core.episodes import EpisodeSlots
 from toolserver.core.inspection import Inspection
 from toolserver.core.intake import Intake, RawImage
+from toolserver.core.ors import OrsSessions
 from toolserver.core.readiness import Readiness, readiness
 from toolserver.core.rewards import Rewards
 from toolserver.core.verl_tool import ObservationRequest, ObservationResponse, VerlToolBridge
@@ -83,6 +84,7 @@ class Core:
         self.episodes = EpisodeSlots(self.settings.openenv_max_episodes)  # connections that hold a session
         self.metrics.gauge("toolserver_openenv_episodes", "OpenEnv episodes open (WebSocket connections and "
                            "openenv/session/create sessions)", lambda: self.episodes.active)
+        self.ors = OrsSessions(self)  # the ORS endpoint's sessions (docs/ors.md)
         self.started = time.time()
         self._sweeper: asyncio.Task | None = None
 
@@ -141,6 +143,7 @@ class Core:
                 await self._delivery.sweep_outputs()
                 await self._delivery.sweep_shm()
                 await self._close_workers_of_gone_sessions()
+                await self.ors.sweep()
 
     async def readiness(self, *, draining: bool = False) -> Readiness:
         return await readiness(self.services, draining=draining)
