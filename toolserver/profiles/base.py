@@ -66,6 +66,9 @@ class Profile:
     # True: the tools see the session's call log (`ToolContext.calls`), for a system whose tools keep state beyond
     # the images (NeMo Gym's repeated-call checks and its forced final turn).
     reads_call_log: bool = False
+    # True: a video taken in without `frames_per_second` or `max_frames` keeps every frame, and its rate and frame
+    # count are kept as the session text `video:<key>` (LongVT, whose tool cuts clips from the whole video).
+    keeps_every_frame: bool = False
     format: CallFormat = field(init=False, repr=False)  # `call_format`, resolved
 
     def __post_init__(self) -> None:
