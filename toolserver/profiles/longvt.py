@@ -17,6 +17,8 @@ its `requirements_reproduce.txt`: qwen-vl-utils 0.0.11 (`vision_process.py`: `fe
   tool crop_video: …", which `VideoTools` shows as "Tool execution failed: …"; a success is its fixed sentence
   with the frames as the result's images. Arguments are read as FastMCP's pydantic model reads them (lax: "2" is
   2.0, an int is a float, so 5 prints as 5.0).
+- Over MCP the profile answers as the server itself does (`Profile.mcp_text`): the frames alone, or the error text
+  without `VideoTools`' words, so LongVT's own trainer pointed at toolserver shows its model what it showed it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from toolserver.profiles.base import Profile, tools_by_name
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 SUCCESS = "The tool executed successfully. Here are the processed result"
-FAILED = "Tool execution failed: Error executing tool crop_video: {}"
+TRAINER_PREFIX = "Tool execution failed: "  # VideoTools' words before the server's error text
+FAILED = TRAINER_PREFIX + "Error executing tool crop_video: {}"
 FPS, MIN_FRAMES, MAX_FRAMES = 1.0, 1, 128  # LongVT's video element
 MIN_PIXELS, MAX_PIXELS = 28 * 28, 224 * 224
 FACTOR, FRAME_FACTOR = 28, 2  # qwen-vl-utils' IMAGE_FACTOR and FRAME_FACTOR
@@ -192,8 +195,13 @@ class CropVideo(Tool):
             raise CropFailed(f"Failed to process video {path}: {exc}") from None
 
 
+def server_text(text: str, ok: bool) -> str | None:
+    """What mcp_server.py itself answers over MCP: the frames alone, or FastMCP's error text."""
+    return text.removeprefix(TRAINER_PREFIX) if not ok else None
+
+
 PROFILES = (
     Profile("longvt", "LongVT: crop_video(video_path, start_time, end_time) over the session's video, frames as "
             "qwen-vl-utils' fetch_video samples them (1 fps, up to 128 frames of at most 224x224 pixels).",
-            tools_by_name(CropVideo()), call_format=HERMES, keeps_every_frame=True),
+            tools_by_name(CropVideo()), call_format=HERMES, keeps_every_frame=True, mcp_text=server_text),
 )
