@@ -9,16 +9,16 @@ Two steps, one command (from a toolserver checkout, with toolserver's venv):
    gradient: every frame differs) unless tests/data/longvt_clip.mp4 is already there; the clip is committed, so
    the goldens do not hang on an encoder's version.
 2. It builds a throwaway venv (default /tmp/longvt-golden-venv) with the reference's pins from
-   `requirements_reproduce.txt` that matter here (qwen-vl-utils 0.0.11, decord 0.6.0, mcp 1.12.1 with a pydantic
-   of its time (2.11.7),
-   opencv-python-headless 4.11.0.86, av 15.0.0, torchvision 0.21.0 without its dependencies) over the torch of
-   toolserver's venv, reached through a .pth file (PyPI has only CUDA builds of the reference's torch 2.6; what
-   runs here is torchvision's Python: `io.read_video` over PyAV, and `resize`, torch's uint8 bicubic resize with
-   antialias). torchvision's compiled ops need CUDA libraries and are not loadable beside a CPU torch, so its meta
-   registrations for detection ops (nms, roi_align) are emptied in that venv: nothing here uses them. Inside that venv it imports the server module from the checkout and calls the
-   tool over an in-memory MCP client session, the way the trainer's `MCPClientManager.call_tool` does
-   (`call_tool` of the client session, the raw `CallToolResult`), and records, per case, what the trainer's
-   `VideoTools` makes of it: the text the model is shown and the frames (count, size, SHA-256 of RGB bytes).
+   `requirements_reproduce.txt` that matter here (qwen-vl-utils 0.0.11, decord 0.6.0, mcp 1.12.1, pydantic
+   2.11.7, opencv-python-headless 4.11.0.86, av 15.0.0, torchvision 0.21.0 without its dependencies) over the
+   torch of toolserver's venv, reached through a .pth file (PyPI has only CUDA builds of the reference's torch
+   2.6; what runs here is torchvision's Python: `io.read_video` over PyAV, and `resize`, torch's uint8 bicubic
+   resize with antialias). torchvision's compiled ops need CUDA libraries and are not loadable beside a CPU
+   torch, so its meta registrations for detection ops (nms, roi_align) are emptied in that venv: nothing here
+   uses them. Inside that venv it imports the server module from the checkout and calls the tool over an
+   in-memory MCP client session, the way the trainer's `MCPClientManager.call_tool` does (`call_tool` of the
+   client session, the raw `CallToolResult`), and records, per case, what the trainer's `VideoTools` makes of it:
+   the text the model is shown and the frames (count, size, SHA-256 of RGB bytes).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ PINS = ["qwen-vl-utils==0.0.11", "decord==0.6.0", "mcp==1.12.1", "opencv-python-
         "pydantic==2.11.7"]
 MISSING = "/data/videos/missing.mp4"  # a path no machine has
 
-# (start_time, end_time) as the model writes them; None leaves the argument out. The clip lasts 12 s.
+ABSENT = "<absent>"  # the argument left out (None is sent as JSON null)
+# (start_time, end_time) as the model writes them; `video_path` is the clip's unless given. The clip lasts 12 s.
 CASES: list[dict[str, object]] = [
     {"start_time": 0, "end_time": 12},
     {"start_time": 0.0, "end_time": 12.0},
@@ -62,11 +63,19 @@ CASES: list[dict[str, object]] = [
     {"start_time": 4, "end_time": 12.5},
     {"start_time": 4},
     {"end_time": 4},
+    {},
     {"start_time": "2", "end_time": "3.5"},
     {"video_path": MISSING, "start_time": 1, "end_time": 2},
     {"video_path": "", "start_time": 1, "end_time": 2},
     {"video_path": "   ", "start_time": 1, "end_time": 2},
+    {"video_path": ABSENT, "start_time": 1, "end_time": 2},
     {"video_path": None, "start_time": 1, "end_time": 2},
+    {"start_time": None, "end_time": 2},
+    {"start_time": "abc", "end_time": 2},
+    {"start_time": 1, "end_time": [2]},
+    {"video_path": 5, "start_time": 1, "end_time": 2},
+    {"start_time": True, "end_time": 2},
+    {"start_time": 1, "end_time": 2, "fps": 4},
 ]
 
 
@@ -145,7 +154,7 @@ def record_inside(checkout: Path, clip: Path, out: Path) -> None:
         async with create_connected_server_and_client_session(server.app._mcp_server) as client:
             for case in CASES:
                 args = {"video_path": str(clip), **case}
-                args = {k: v for k, v in args.items() if v is not None}
+                args = {k: v for k, v in args.items() if v != ABSENT}
                 result = await client.call_tool("crop_video", args)
                 given = {k: ("<clip>" if k == "video_path" and v == str(clip) else v) for k, v in args.items()}
                 record = shown(result)  # the clip's path as "<clip>" in the texts too

@@ -16,7 +16,7 @@ its `requirements_reproduce.txt`: qwen-vl-utils 0.0.11 (`vision_process.py`: `fe
 - Texts: a check that fails is the server's ValueError (or FileNotFoundError) text in FastMCP's "Error executing
   tool crop_video: …", which `VideoTools` shows as "Tool execution failed: …"; a success is its fixed sentence
   with the frames as the result's images. Arguments are read as FastMCP's pydantic model reads them (lax: "2" is
-  2.0, an int is a float, so 5 prints as 5.0).
+  2.0, an int is a float, so 5 prints as 5.0; a null or a wrong type is pydantic's validation error text).
 - Over MCP the profile answers as the server itself does (`Profile.mcp_text`): the frames alone, or the error text
   without `VideoTools`' words, so LongVT's own trainer pointed at toolserver shows its model what it showed it.
 """
@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
+from typing import Any
 
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolserver.formats.hermes import HERMES
 from toolserver.memorymap import ImageEntry
@@ -44,6 +46,7 @@ FACTOR, FRAME_FACTOR = 28, 2  # qwen-vl-utils' IMAGE_FACTOR and FRAME_FACTOR
 VIDEO_MAX_PIXELS, VIDEO_TOTAL_PIXELS = 768 * 28 * 28, int(128000 * 28 * 28 * 0.9)
 MAX_RATIO = 200
 _EPS = 1e-6  # seconds: our frame times are k / rate, torchvision compares stream timestamps
+_PYDANTIC_LINK = re.compile(r"(https://errors\.pydantic\.dev/)[0-9.]+/")
 
 
 class CropFailed(Exception):
@@ -51,11 +54,23 @@ class CropFailed(Exception):
 
 
 class CropVideoArgs(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """FastMCP's arguments model of the tool: typed fields whose default is None (a JSON null is refused)."""
 
-    video_path: str | None = Field(default=None, description="Path to the video file")
-    start_time: float | None = Field(default=None, description="Start time in seconds")
-    end_time: float | None = Field(default=None, description="End time in seconds, must be > start_time")
+    model_config = ConfigDict(extra="ignore", title="crop_videoArguments")
+
+    video_path: str = Field(default=None, description="Path to the video file")  # type: ignore[assignment]
+    start_time: float = Field(default=None, description="Start time in seconds")  # type: ignore[assignment]
+    end_time: float = Field(default=None,  # type: ignore[assignment]
+                            description="End time in seconds, must be > start_time")
+
+
+def read_arguments(raw: Any) -> CropVideoArgs:
+    """FastMCP's reading: pydantic's lax validation, its error text as pydantic 2.11.7 (the reference's pin) writes
+    it, whose link names its own version."""
+    try:
+        return CropVideoArgs.model_validate(raw)
+    except ValidationError as exc:
+        raise CropFailed(_PYDANTIC_LINK.sub(r"\g<1>2.11/", str(exc))) from None
 
 
 def _round_by(n: float, f: int) -> int:
@@ -167,10 +182,11 @@ class CropVideo(Tool):
     name = "crop_video"
     description = "Crop a video to a specified duration."
     Args = CropVideoArgs
+    raw_arguments = True  # read as FastMCP reads them: a null is a wrong type there, not an argument left out
 
-    def run(self, ctx: ToolContext, args: CropVideoArgs) -> ToolOutput:
+    def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
         try:
-            return ToolOutput(text=SUCCESS, images=self._crop(ctx, args))
+            return ToolOutput(text=SUCCESS, images=self._crop(ctx, read_arguments(args)))
         except CropFailed as exc:
             return ToolOutput.failure(FAILED.format(exc), "invalid_arguments")
 
