@@ -346,7 +346,9 @@ class McpEndpoint:
         if name == mcp_handles.LOAD_IMAGE:
             return await self._load_image(session_id, arguments)
         loaded = await self._load_inline_images(session_id, profile, name, arguments)
-        result = mcp_handles.content(await self.core.call_tool(session_id, name, arguments))
+        called = await self.core.call_tool(session_id, name, arguments)
+        server_text = get_profile(profile).mcp_text  # the reference's MCP server answers otherwise than its trainer
+        result = mcp_handles.content(called, server_text(called.text, called.ok) if server_text else called.text)
         if loaded:
             named = ", ".join(f"`{key}`" for key in loaded)
             result.content.append(types.TextContent(type="text", text=f"(Inline images stored as {named}.)"))

@@ -8,6 +8,8 @@ Sampling (docs/decisions.md, "Video as frames"):
 - `frames_per_second` f: frames at t = 0, 1/f, 2/f, … while t < duration; when that is more than
   `max_frames`, `max_frames` frames spread evenly instead, at t = (k + 0.5) · duration / max_frames.
 - `max_frames` alone: that many frames spread evenly, at the same centred times.
+- `every_frame` (a profile that cuts clips from the whole video, LongVT): every frame of the stream, frame k at
+  t = k / its average rate, as many as the stream header counts (else duration · rate, rounded).
 - The frame taken for a time t is the one on screen at t: the last frame whose timestamp is ≤ t (the first
   frame for a t before it). Far-apart times are reached by seeking to the keyframe before them and decoding
   forward, which gives the same frames as decoding everything.
@@ -79,8 +81,18 @@ def sample_times(duration: float, fps: float | None, max_frames: int | None) -> 
     return [(k + 0.5) * duration / cap for k in range(cap)]
 
 
+def every_frame_times(stream, duration: float) -> list[float]:
+    """Each frame's time, frame k at k / the stream's average rate (a constant-rate stream's timestamps)."""
+    rate = stream.average_rate
+    if not rate or rate <= 0:
+        raise ImageRejected("the video declares no frame rate, so its frames cannot be taken one by one",
+                            code="invalid_video")
+    count = stream.frames if stream.frames and stream.frames > 0 else max(1, round(duration * float(rate)))
+    return [float(k / rate) for k in range(count)]
+
+
 def decode_video(data: bytes, limits: VideoLimits, *, fps: float | None = None,
-                 max_frames: int | None = None) -> DecodedVideo:
+                 max_frames: int | None = None, every_frame: bool = False) -> DecodedVideo:
     """Sampled frames of a video, or ImageRejected (422: unreadable, unsupported) / TooLarge (413)."""
     kind = sniff_container(data)
     if kind is None:
@@ -95,7 +107,7 @@ def decode_video(data: bytes, limits: VideoLimits, *, fps: float | None = None,
     except (av.FFmpegError, ValueError, OSError) as exc:
         raise ImageRejected(f"the video cannot be opened: {_reason(exc)}", code="invalid_video") from None
     try:
-        return _decode(container, kind, limits, fps, max_frames)
+        return _decode(container, kind, limits, fps, max_frames, every_frame)
     except (av.FFmpegError, OSError) as exc:
         raise ImageRejected(f"the video data is broken: {_reason(exc)}", code="invalid_video") from None
     finally:
@@ -106,7 +118,8 @@ def _reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or str(exc)  # FFmpeg's own words, without errno and file name
 
 
-def _decode(container, kind: str, limits: VideoLimits, fps: float | None, max_frames: int | None) -> DecodedVideo:
+def _decode(container, kind: str, limits: VideoLimits, fps: float | None, max_frames: int | None,
+            every_frame: bool = False) -> DecodedVideo:
     if not container.streams.video:
         raise ImageRejected("the file holds no video stream", code="invalid_video")
     stream = container.streams.video[0]
@@ -120,10 +133,12 @@ def _decode(container, kind: str, limits: VideoLimits, fps: float | None, max_fr
     duration = _duration(container, stream)
     if duration > limits.max_seconds:
         raise TooLarge(f"the video lasts {duration:.1f} s, over the {limits.max_seconds:g}-second limit")
-    times = sample_times(duration, fps, max_frames)
+    times = every_frame_times(stream, duration) if every_frame else sample_times(duration, fps, max_frames)
     if len(times) > limits.max_frames:
+        advice = ("this profile keeps every frame: send a shorter video or raise the server's max_video_frames"
+                  if every_frame else "lower frames_per_second or set max_frames")
         raise TooLarge(f"sampling gives {len(times)} frames, over this server's limit of {limits.max_frames} "
-                       "per video; lower frames_per_second or set max_frames")
+                       f"per video; {advice}")
     if len(times) * width * height * 3 > limits.max_decoded_bytes:
         raise TooLarge(f"{len(times)} frames of {width}x{height} take {len(times) * width * height * 3} bytes "
                        f"decoded, over the {limits.max_decoded_bytes}-byte budget")

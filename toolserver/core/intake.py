@@ -4,8 +4,9 @@ refusal (413, 422) stores nothing; a video becomes its sampled frames, in its pl
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from toolserver.core.shared_decodes import SharedDecodes
@@ -43,6 +44,8 @@ class Decoded:
 
     images: list[tuple[DecodedImage, str | None]]
     videos: list[tuple[DecodedVideo, int]]  # the video and the position of its first frame in `images`
+    # Keyed videos taken in whole (`Profile.keeps_every_frame`): the session text `video:<key>` for each.
+    video_texts: dict[str, str] = field(default_factory=dict)
 
     def video_infos(self, infos: list[ImageInfo]) -> list[VideoInfo]:
         out = []
@@ -75,11 +78,12 @@ class Intake:
         settings.view = settings.view or profile.view
         ttl = min(settings.ttl_s or self.settings.default_ttl_s, self.settings.max_ttl_s)
         # Decoded before the session exists: all or nothing.
-        decoded = await self.decode_all(request.images, raw_images, str(profile.alpha))
+        decoded = await self.decode_all(request.images, raw_images, str(profile.alpha), profile.keeps_every_frame)
         session = await store.create(settings, ttl)
         try:
             infos = await self.register_inputs(session, decoded.images, check_views=check_views)
             texts = await self.add_texts_to(session, request.texts)
+            await self.add_texts_to(session, decoded.video_texts)
         except BaseException:
             with contextlib.suppress(ServiceError):
                 await store.release(session.id)
@@ -92,9 +96,11 @@ class Intake:
                          raw_images: Sequence[RawImage] = ()) -> AddedImages:
         store = self.services.store
         session = await store.get(session_id)
-        decoded = await self.decode_all(images, raw_images, str(get_profile(session.settings.profile).alpha))
+        profile = get_profile(session.settings.profile)
+        decoded = await self.decode_all(images, raw_images, str(profile.alpha), profile.keeps_every_frame)
         async with store.mutating(session_id) as session:  # may have expired while decoding
             infos = await self.register_inputs(session, decoded.images)
+            await self.add_texts_to(session, decoded.video_texts)
         return AddedImages(images=infos, videos=decoded.video_infos(infos))
 
     async def add_texts(self, session_id: str, texts: dict[str, str] | list[str]) -> list[str]:
@@ -102,7 +108,7 @@ class Intake:
             return await self.add_texts_to(session, texts)
 
     async def decode_all(self, images: Sequence[ImageInput], raw_images: Sequence[RawImage],
-                         alpha: str = "white") -> Decoded:
+                         alpha: str = "white", every_frame: bool = False) -> Decoded:
         """Every input decoded before anything is registered (all or nothing); videos become their frames."""
         s, pool = self.settings, self.services.pool
         items = list(raw_images)
@@ -113,8 +119,12 @@ class Intake:
         decoded = Decoded([], [])
         for item in items:
             if looks_like_video(item.data):
-                video, frames = await pool.run(self._decode_video, item, lane="heavy")
+                whole = every_frame and item.frames_per_second is None and item.max_frames is None
+                video, frames = await pool.run(self._decode_video, item, whole, lane="heavy")
                 decoded.videos.append((video, len(decoded.images)))
+                if whole and item.key:
+                    decoded.video_texts[f"video:{item.key}"] = json.dumps(
+                        {"fps": video.source_fps, "frames": len(video.frames)})
                 for n, frame in enumerate(frames, start=1):
                     decoded.images.append((frame, f"{item.key}_frame_{n}" if item.key else None))
                 if len(decoded.images) > s.max_images_per_session:
@@ -126,14 +136,15 @@ class Intake:
             decoded.images.append((image, item.key))
         return decoded
 
-    def _decode_video(self, item: RawImage) -> tuple[DecodedVideo, list[DecodedImage]]:
+    def _decode_video(self, item: RawImage, every_frame: bool = False) -> tuple[DecodedVideo, list[DecodedImage]]:
         """The sampled frames, as decoded images whose source is a PNG (or nothing: see below)."""
         s = self.settings
         if len(item.data) > s.max_image_bytes:
             raise TooLarge(f"the video is {len(item.data)} bytes, over the {s.max_image_bytes}-byte upload limit")
         limits = VideoLimits(max_seconds=s.max_video_seconds, max_frames=s.max_video_frames,
                              max_pixels=s.max_image_pixels, max_decoded_bytes=s.session_max_bytes)
-        video = decode_video(item.data, limits, fps=item.frames_per_second, max_frames=item.max_frames)
+        video = decode_video(item.data, limits, fps=item.frames_per_second, max_frames=item.max_frames,
+                             every_frame=every_frame)
         # A store that keeps bytes (Redis) stores each frame as a lossless PNG; the in-memory store keeps the
         # pixels alone (a GET encodes them like a tool image's), which halves the intake's time.
         keep_png = self.services.store.stores_encoded

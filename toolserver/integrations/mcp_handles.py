@@ -149,15 +149,17 @@ def opened(handle: str, text: str) -> types.CallToolResult:
                                 structured_content={SESSION_ARG: handle})
 
 
-def content(result: ToolResult) -> types.CallToolResult:
+def content(result: ToolResult, text: str | None = "") -> types.CallToolResult:
+    """`text` (None: no text block) replaces the result's text where the profile's MCP server answers its own."""
+    text = result.text if text == "" else text
     images = [types.ImageContent(type="image", data=image_base64(image), mime_type=image.mime)
               for image in result.images if image.data is not None]
     # Images first: some MCP clients keep only a result's first block (smolagents' adapter, mcpadapt), and for
     # an image tool the image is what the model must see. A tool whose reference returns the image alone
     # (DeepEyes, Qwen-Agent) has no text: no empty text block.
     blocks: list[Any] = list(images)
-    if result.text or not images:
-        blocks.append(types.TextContent(type="text", text=result.text))
+    if text or (text is not None and not images):
+        blocks.append(types.TextContent(type="text", text=text))
     return types.CallToolResult(content=blocks, is_error=not result.ok)
 
 

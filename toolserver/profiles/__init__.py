@@ -18,6 +18,7 @@ from toolserver.profiles import (
     default,
     groundlight,
     imagent,
+    longvt,
     mags_rl,
     mgpo,
     mini_o3,
@@ -37,7 +38,7 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
                    pyvision_rl, deepeyes_v2, thyme, mini_o3, chain_of_focus, visionthink, nemo_gym, codedance,
-                   vrag_rl)
+                   vrag_rl, longvt)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 

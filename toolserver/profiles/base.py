@@ -7,6 +7,7 @@ does not list, a tool listed under a name that is not its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -66,6 +67,12 @@ class Profile:
     # True: the tools see the session's call log (`ToolContext.calls`), for a system whose tools keep state beyond
     # the images (NeMo Gym's repeated-call checks and its forced final turn).
     reads_call_log: bool = False
+    # True: a video taken in without `frames_per_second` or `max_frames` keeps every frame, and its rate and frame
+    # count are kept as the session text `video:<key>` (LongVT, whose tool cuts clips from the whole video).
+    keeps_every_frame: bool = False
+    # Where the system's tools are an MCP server whose answer its trainer rewrites (LongVT), what that server
+    # answers over MCP: (the result's text, ok) -> the text block, or None for none. None: the result's text.
+    mcp_text: Callable[[str, bool], str | None] | None = None
     format: CallFormat = field(init=False, repr=False)  # `call_format`, resolved
 
     def __post_init__(self) -> None:
