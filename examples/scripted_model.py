@@ -134,6 +134,11 @@ SCRIPTS: dict[str, list[Any]] = {
         "Let me look closer.\n" + _code(SHOW.format(image="input_image")),
         ANSWER,
     ],
+    "vrag": [  # VRAG-RL: search the document library for a page, then crop it (pixels of the page as shown)
+        "<think>I need the page about the wings.</think><search>dragonfly wings</search>",
+        "<think>Zoom on the part that matters.</think><bbox>[10, 10, 200, 150]</bbox>",
+        ANSWER,
+    ],
 }
 
 

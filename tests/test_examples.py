@@ -13,6 +13,7 @@ import pytest
 from examples.rollout import main as rollout_main
 from examples.scripted_model import SCRIPTS
 from tests.conftest import PHOTOS, free_port, start_server, stop_server
+from tests.profiles.vrag_sessions import DOCUMENT, LIBRARY_SETTINGS, make_corpus_pdf
 from toolserver.formats import FORMATS
 from toolserver.registry import BUILTIN
 
@@ -22,7 +23,8 @@ ROOT = Path(__file__).parent.parent
 EXPECTED = {"openai": (4, 3, 3), "hermes": (3, 2, 2), "groundlight": (2, 1, 1), "mags-rl": (1, 1, 2),
             "mgpo": (1, 1, 1), "mini-o3": (3, 2, 2), "deepeyes": (3, 2, 2), "pixel-reasoner": (3, 2, 2),
             "qwen-agent": (2, 1, 1), "nemo-gym": (1, 1, 1), "pyvision-rl": (1, 1, 1), "deepeyes-v2": (1, 1, 1),
-            "thyme": (1, 1, 1), "chain-of-focus": (1, 1, 1), "visionthink": (1, 1, 1), "codedance": (1, 1, 1)}
+            "thyme": (1, 1, 1), "chain-of-focus": (1, 1, 1), "visionthink": (1, 1, 1), "codedance": (1, 1, 1),
+            "vrag": (2, 2, 2)}
 
 
 def rollout(capsys, toolserver: str, model: str, *extra: str) -> tuple[int, str, str]:
@@ -44,7 +46,13 @@ def test_every_format_the_rollout_offers_is_scripted_and_tested():
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    toolserver = start_server({"TOOLSERVER_DATA_DIR": str(tmp_path_factory.mktemp("examples"))}, timeout=60)
+    tmp = tmp_path_factory.mktemp("examples")
+    pdf = make_corpus_pdf(tmp / f"{DOCUMENT}.pdf", PHOTOS)  # VRAG-RL's rollout searches a document library
+    toolserver = start_server({"TOOLSERVER_DATA_DIR": str(tmp / "data"), "TOOLSERVER_ALLOWED_ROOTS": f'["{tmp}"]',
+                               **{f"TOOLSERVER_{k.upper()}": str(v) for k, v in LIBRARY_SETTINGS.items()}},
+                              timeout=60)
+    ingested = httpx.post(toolserver.url + "/v1/documents?wait=true", json={"path": str(pdf)}, timeout=300)
+    assert ingested.status_code == 200, ingested.text
     port = free_port()
     model = subprocess.Popen([sys.executable, str(ROOT / "examples" / "scripted_model.py"), "--port", str(port)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
