@@ -45,7 +45,8 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)-7s %(name)s [%(request_id)s] %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        extras = {k: v for k, v in record.__dict__.items() if k not in _RECORD_FIELDS}
+        # `_`-prefixed attributes are a library's own (Ray's record factory adds `_ray_timestamp_ns`), not `extra=`.
+        extras = {k: v for k, v in record.__dict__.items() if k not in _RECORD_FIELDS and not k.startswith("_")}
         if all(field in extras for field in ACCESS_FIELDS):
             record = logging.makeLogRecord({**record.__dict__, "message": (
                 f"{extras.pop('method')} {extras.pop('path')} {extras.pop('status')} {extras.pop('duration_ms')} ms")})
