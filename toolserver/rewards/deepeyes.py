@@ -189,7 +189,7 @@ def _math_verify(ground_truth: str, answer: str) -> Any:
         from math_verify import parse, verify
     except ImportError:
         raise RewardInputError("DeepEyes' math data sources need the `math-verify` package (pip install "
-                               "'toolserver[rewards]')") from None
+                               "'vlm-toolserver[rewards]')") from None
     if threading.current_thread() is threading.main_thread():
         return verify(parse(ground_truth), parse(answer))
     return verify(parse(ground_truth, parsing_timeout=None), parse(answer, parsing_timeout=None),

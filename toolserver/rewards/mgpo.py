@@ -16,16 +16,26 @@ single turn is read alone (no box there: the string "None", as MathRuler returns
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import MappingProxyType
-
-from mathruler.grader import extract_boxed_content, grade_answer
 
 from toolserver.rewards.base import Episode, RewardInputError, RewardResult, RuleReward
 
 BOX = "\\boxed{"
 
 
+def _mathruler() -> tuple[Callable[[str], str], Callable[[str, str], bool]]:
+    """MathRuler's two functions, imported when a reward is scored (the `rewards` extra; the server runs without)."""
+    try:
+        from mathruler.grader import extract_boxed_content, grade_answer
+    except ImportError:
+        raise RewardInputError("MGPO's reward needs the `mathruler` package (pip install 'vlm-toolserver[rewards]')"
+                               ) from None
+    return extract_boxed_content, grade_answer
+
+
 def answer_of(episode: Episode) -> str:
+    extract_boxed_content, _ = _mathruler()
     if episode.response or not episode.turns:
         return extract_boxed_content(episode.response)
     final = episode.turns[-1]
@@ -46,6 +56,7 @@ class MgpoReward(RuleReward):
         if episode.ground_truth is None:
             raise RewardInputError("the mgpo reward needs a ground truth (the choice letter or value)")
         answer = answer_of(episode)
+        _, grade_answer = _mathruler()
         accuracy = 1.0 if grade_answer(answer, str(episode.ground_truth)) else 0.0
         return RewardResult(total=accuracy, terms={"accuracy": accuracy}, weights=dict(self.weights),
                             details={"answer": answer})

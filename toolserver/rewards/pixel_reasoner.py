@@ -86,7 +86,7 @@ class PixelReasonerReward(RuleReward):
             import math_verify  # noqa: F401
         except ImportError:
             raise RewardInputError("Pixel-Reasoner's reward needs the `math-verify` package (pip install "
-                                   "'toolserver[rewards]')") from None
+                                   "'vlm-toolserver[rewards]')") from None
 
     def rule(self, episode: Episode) -> RewardResult:
         return self._score(episode, rate=_rate([episode]))
