@@ -74,6 +74,7 @@ def test_one_view_for_all_sessions_and_the_same_bytes(settings_any_store, monkey
             observations = [await core.image_bytes(sid, "observation_1", "png") for sid in ids]
             for sid in ids:
                 await core.release(sid)
+            core.archive.flush()  # the archive holds a released session's images until their thumbnails are out
             gc.collect()
             return results, observations, len(core.services.shared), core.services.shared.computed
         finally:
