@@ -71,11 +71,18 @@ def test_node_pixels_keep_to_their_budget_oldest_first(tmp_path):
 
 # -- planning --------------------------------------------------------------------------------------------
 def test_auto_settles_for_one_process_without_a_store_and_an_explicit_count_refuses(monkeypatch):
+    from toolserver.node import supervisor
+
+    monkeypatch.setattr(supervisor, "available_cores", lambda: 16)
     monkeypatch.setattr(shutil, "which", lambda _name: None)
     n, warning = plan_workers(Settings(workers="auto"))
-    assert n == 1 or warning is None  # a one-core host needs no store
-    if n == 1 and warning:
-        assert "redis-server" in warning
+    assert n == 1 and warning is not None and "redis-server" in warning
+    monkeypatch.setattr(shutil, "which", lambda _name: "/usr/bin/redis-server")
+    assert plan_workers(Settings(workers="auto")) == (16, None)
+    monkeypatch.setattr(supervisor, "available_cores", lambda: 2)
+    assert plan_workers(Settings(workers="auto")) == (1, None)  # below 4 cores one process serves faster
+    assert plan_workers(Settings(workers=2)) == (2, None)  # unless asked
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
     with pytest.raises(NodeError, match="redis-server"):
         plan_workers(Settings(workers=4))
     assert plan_workers(Settings(workers=4, session_store="redis")) == (4, None)  # a Redis of its own: no local one

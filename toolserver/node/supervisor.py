@@ -42,7 +42,10 @@ from toolserver.node.services import ChildService, NodeChroma, NodeError, NodeRe
 
 log = logging.getLogger("toolserver.node")
 CRASH_WINDOW_S = 10.0  # a worker that dies this soon after its start counts towards a crash loop
-CRASH_LIMIT = 5  # that many in a row: the node stops instead of forking forever
+CRASH_LIMIT = 5
+# `--workers auto` runs one process below this many cores: measured on 2 cores, two workers served 0.31x the calls/s of
+# one process (BENCHMARKS.md, "One node"), the store's per-call work costing more than the second core gives.
+AUTO_MIN_CORES = 4  # that many in a row: the node stops instead of forking forever
 
 
 def available_cores() -> int:
@@ -58,6 +61,8 @@ def available_cores() -> int:
 def plan_workers(settings: Settings) -> tuple[int, str | None]:
     """How many server processes to run, and a warning when `auto` had to settle for one."""
     n = available_cores() if settings.workers == "auto" else int(settings.workers)
+    if settings.workers == "auto" and n < AUTO_MIN_CORES:
+        return 1, None  # on so few cores the node's per-call cost outweighs its parallelism (docs/node.md)
     if n < 1:
         raise NodeError("--workers must be at least 1 (or auto)")
     if n == 1 or settings.session_store == "redis":
