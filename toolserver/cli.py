@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", dest="data_dir", type=Path)
     serve.add_argument("--output-dir", dest="output_dir", type=Path)
     serve.add_argument("--workers", type=_workers, help="server processes behind the port: a number or `auto` "
-                       "(default: the host's cores; one below 4 cores); several share sessions through a node-local store")
+                       "(default: the host's cores, one below 4); several share sessions through a node-local store")
     serve.add_argument("--threads", type=int, help="threads for image work in each server process")
     serve.add_argument("--queue-limit", dest="queue_limit", type=int)
     serve.add_argument("--tool-timeout-s", dest="tool_timeout_s", type=float)
