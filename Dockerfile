@@ -17,7 +17,7 @@
 # CLIP for document pages: FETCH_CLIP=1 bakes
 # clip-ViT-B-32 into the image's Hugging Face cache, or mount a cache at /home/toolserver/.cache/huggingface.
 # The image for a Ray cluster (KubeRay's RayService, deploy/k8s/ray) adds the ray extra:
-#   docker build --build-arg EXTRAS=docs,ray -t toolserver-ray:0.1.0 .
+#   docker build --build-arg EXTRAS=docs,rewards,ray -t toolserver-ray:0.1.0 .
 # The distribution is named vlm-toolserver on PyPI (the import name and the `toolserver` command stay); here it is
 # installed from this source tree.
 

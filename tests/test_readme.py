@@ -221,6 +221,7 @@ def test_every_trainer_snippet_is_the_tested_code():
         assert any(row.startswith(trainer) for row in rows), f"no row for {trainer}"
 
 
+@pytest.mark.ray  # reads the installed Ray's version: the `ray` extra, installed for .ci/run's Ray leg
 def test_the_ray_and_kubernetes_sections_match_the_files_they_describe():
     import tomllib
     from importlib.metadata import version
