@@ -32,6 +32,8 @@ from toolserver.hostlink.client import MODEL_NAMES as HOST_MODEL_NAMES
 from toolserver.sr.engine import SRUnavailable
 from toolserver.sr.service import SRFront
 
+pytestmark = pytest.mark.slow  # model host processes, started and killed: .ci/run's slow leg
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

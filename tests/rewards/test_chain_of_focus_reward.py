@@ -3,6 +3,8 @@ the decoded text rebuilt from the turns and the calls."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.rewards.helpers import check_goldens, episode_of, load_golden
 from toolserver.profiles import get_profile
 from toolserver.rewards.text import with_tool_turns
@@ -10,6 +12,7 @@ from toolserver.rewards.text import with_tool_turns
 GOLDEN = load_golden("chain-of-focus")
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_goldens_scored_exactly() -> None:
     assert check_goldens("chain-of-focus") == len(GOLDEN["cases"]) >= 10
 

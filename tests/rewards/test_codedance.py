@@ -9,6 +9,7 @@ from tests.rewards.helpers import TOLERANCE, check_goldens, load_golden
 from toolserver.rewards.codedance import tool_terms
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_codedance_scores_its_goldens() -> None:
     assert check_goldens("codedance") == len(load_golden("codedance")["cases"]) >= 23
 
@@ -23,6 +24,7 @@ def test_codedance_tool_terms_are_the_references(case: dict) -> None:
     assert rate is None or abs(rate - want["tool_success_rate"]) <= TOLERANCE
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_codedance_scores_turns_like_the_response_they_make() -> None:
     from tests.rewards.helpers import _check_judged
     from toolserver.rewards import get_reward

@@ -22,6 +22,7 @@ GOLDEN = load_golden("deepeyes")
 MULTI = [case for case in GOLDEN["cases"] if "turns" in case["episode"]]
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_goldens_scored_exactly() -> None:
     assert check_goldens("deepeyes") == len(GOLDEN["cases"]) >= 20
 

@@ -12,6 +12,7 @@ from toolserver.rewards import RewardInputError, get_reward
 from toolserver.rewards.deepeyes_v2 import normalize_math
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_deepeyes_v2_scores_its_goldens() -> None:
     assert check_goldens("deepeyes-v2") == len(load_golden("deepeyes-v2")["cases"]) >= 28
 
@@ -28,6 +29,7 @@ def test_math_answers_are_normalized_as_the_reference_does(answer: str, normaliz
     assert normalize_math(answer) == normalized
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_deepeyes_v2_scores_turns_like_the_response_they_make() -> None:
     from tests.rewards.helpers import _check_judged
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
@@ -18,6 +19,7 @@ from toolserver.rewards.judge import OpenAIJudge
 GOLDEN = load_golden("mini-o3")
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_goldens_scored_exactly() -> None:
     assert check_goldens("mini-o3") == len(GOLDEN["cases"]) >= 10
 

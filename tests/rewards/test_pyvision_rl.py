@@ -11,6 +11,7 @@ from tests.rewards.helpers import check_goldens, episode_of, load_golden
 from toolserver.rewards import RewardInputError, get_reward
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_pyvision_rl_scores_its_goldens() -> None:
     assert check_goldens("pyvision-rl") == len(load_golden("pyvision-rl")["cases"]) >= 21
 
@@ -22,6 +23,7 @@ def test_a_source_without_judge_examples_is_refused() -> None:
         asyncio.run(get_reward("pyvision-rl").score(episode))
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_pyvision_rl_scores_turns_like_the_response_they_make() -> None:
     from tests.rewards.helpers import _check_judged
 

@@ -14,6 +14,7 @@ from tests.rewards.helpers import TOLERANCE, check_goldens, episode_of, groups_o
 from toolserver.rewards import JudgeNotConfigured, get_reward
 
 
+@pytest.mark.slow  # every judged golden against a local judge: in .ci/run's slow leg
 def test_visionthink_scores_its_goldens() -> None:
     assert check_goldens("visionthink") == len(load_golden("visionthink")["cases"])
 
