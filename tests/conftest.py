@@ -258,7 +258,7 @@ def settings_any_store(request, tmp_path: Path) -> Settings:
 # -- the default selection (README's test command) and what .ci/run adds --------------------------------------------
 # A test that starts real processes beside the service through one of these fixtures (a `toolserver serve`, Redis
 # or Chroma of its own, replicas behind nginx) is marked `slow`: `pytest` alone deselects it (pyproject's addopts),
-# `.ci/run` runs it (`-m 'slow or browser'`). Tests that start a process themselves, or take seconds of CPU, carry
+# `.ci/run` runs it (`-m '(slow or browser) and not ray'`). Tests that start a process themselves, or take seconds of CPU, carry
 # the mark in their own module.
 PROCESS_FIXTURES = {"live_server", "redis_server", "chroma_server", "two_replicas", "servers", "grid_server",
                     "cluster", "topology", "server", "keyed_server"}

@@ -50,6 +50,7 @@ def validate(obj: dict[str, Any]) -> None:
     kubernetes_validate.validate(obj, KUBERNETES, strict=True)
 
 
+@pytest.mark.ray  # Ray Serve's own config schema: the `ray` extra, installed for .ci/run's Ray leg
 def test_the_serve_config_validates_and_says_where_everything_runs():
     from ray.serve.schema import ServeDeploySchema
 
@@ -71,6 +72,7 @@ def test_the_serve_config_validates_and_says_where_everything_runs():
         assert deployments[name].backpressure_config.status_code == 429
 
 
+@pytest.mark.ray  # Ray Serve's own config schema: the `ray` extra, installed for .ci/run's Ray leg
 def test_a_broken_serve_config_fails_validation():
     from pydantic import ValidationError
     from ray.serve.schema import ServeDeploySchema
@@ -116,6 +118,7 @@ def test_the_plain_manifests_share_sessions_documents_and_mcp_between_replicas()
     assert limits["nvidia.com/gpu"] == 1 and "nvidia.com/gpu" not in container["resources"].get("limits", {})
 
 
+@pytest.mark.ray  # Ray Serve's own config schema: the `ray` extra, installed for .ci/run's Ray leg
 def test_the_rayservice_carries_the_serve_config_and_the_resources_it_names():
     objects = {(o["kind"], o["metadata"]["name"]): o for o in render("ray")}
     service = objects[("RayService", "toolserver")]["spec"]
