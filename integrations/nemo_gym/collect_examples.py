@@ -85,6 +85,7 @@ def main(url: str) -> None:
     sys.path[:0] = [str(HERE)]
     from nemo_gym.server_utils import ServerClient
     from resources_servers.toolserver_image_tools.app import ToolserverImageToolsConfig, ToolserverImageToolsServer
+
     from toolserver.client import Client
 
     with Client(url) as ts:

@@ -11,12 +11,10 @@ from toolserver (an unknown tool, a session gone) comes back with toolserver's s
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import ConfigDict, Field, PrivateAttr
-
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseRunRequest,
@@ -26,12 +24,14 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.server_utils import SESSION_ID_KEY
+from pydantic import ConfigDict, Field, PrivateAttr
+
 from toolserver.client import AsyncClient, AsyncSession, ImageInput, ToolServerError
 
 
 class ToolserverImageToolsConfig(BaseResourcesServerConfig):
     toolserver_url: str = "http://127.0.0.1:8000"
-    toolserver_api_key: Optional[str] = None
+    toolserver_api_key: str | None = None
     profile: str = "nemo-gym"
     # The reward when a row names none: `image_tools_pivot` (PivotRL) or `agent` (the image-tools agent's).
     verifier: str = "agent"
@@ -46,11 +46,11 @@ class ToolserverSeedRequest(BaseRunRequest):
 
 class ToolserverVerifyRequest(BaseVerifyRequest):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
-    verifier: Optional[str] = None
+    verifier: str | None = None
     expected_answer: Any = None
     ground_truth: Any = None
-    base_reward: Optional[float] = None
-    metadata: Optional[dict[str, Any]] = None
+    base_reward: float | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class ToolserverVerifyResponse(BaseVerifyResponse):
@@ -74,7 +74,7 @@ def input_images(params: dict[str, Any]) -> list[ImageInput]:
     return found
 
 
-def question_of(params: dict[str, Any]) -> Optional[str]:
+def question_of(params: dict[str, Any]) -> str | None:
     """The last user message's text."""
     texts = []
     messages = params.get("input")
@@ -119,7 +119,7 @@ def error_response(exc: ToolServerError) -> JSONResponse:
 class ToolserverImageToolsServer(SimpleResourcesServer):
     config: ToolserverImageToolsConfig
     _sessions: dict[str, AsyncSession] = PrivateAttr(default_factory=dict)
-    _client: Optional[AsyncClient] = PrivateAttr(default=None)
+    _client: AsyncClient | None = PrivateAttr(default=None)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()

@@ -10,9 +10,8 @@ from unittest.mock import MagicMock
 
 import pytest
 from fastapi.testclient import TestClient
-from PIL import Image
-
 from nemo_gym.server_utils import ServerClient
+from PIL import Image
 from resources_servers.toolserver_image_tools.app import (
     ToolserverImageToolsConfig,
     ToolserverImageToolsServer,
