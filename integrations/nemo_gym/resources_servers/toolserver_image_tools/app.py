@@ -133,13 +133,17 @@ class ToolserverImageToolsServer(SimpleResourcesServer):
         return self._client
 
     async def seed_session(self, request: Request, body: ToolserverSeedRequest) -> BaseSeedSessionResponse:
+        # A JSONResponse (toolserver's refusal) passes through FastAPI as it is.
         params = body.responses_create_params.model_dump(mode="json", exclude_none=True)
         gym_session = request.session[SESSION_ID_KEY]
         old = self._sessions.pop(gym_session, None)
         if old is not None:
             await old.release()
-        self._sessions[gym_session] = await self.client().create_session(input_images(params),
-                                                                        profile=self.config.profile)
+        try:
+            self._sessions[gym_session] = await self.client().create_session(input_images(params),
+                                                                            profile=self.config.profile)
+        except ToolServerError as exc:  # an image toolserver refuses: its status and message
+            return error_response(exc)
         return BaseSeedSessionResponse()
 
     async def call_tool(self, tool_name: str, request: Request,

@@ -77,3 +77,10 @@ def test_an_episode_runs_its_tools_and_is_verified(client):
 def test_a_tool_call_before_seed_session_is_refused(client):
     refused = client.post("/image_zoom_in_tool", json={"bbox_2d": [0, 0, 500, 500], "label": "x", "img_idx": 0})
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "no_session"
+
+
+def test_an_image_toolserver_refuses_is_its_error(client):
+    row = rows("example.jsonl")[0]
+    row["responses_create_params"]["input"][1]["content"][0]["image_url"] = "data:image/png;base64,bm90IGFuIGltYWdl"
+    refused = client.post("/seed_session", json=row)
+    assert 400 <= refused.status_code < 500 and refused.json()["error"]["message"]
