@@ -130,3 +130,27 @@ def test_thyme_strict_check_matches_the_reference_table() -> None:
     got = [[evaluate_math(a, t) for t in table["truths"]] for a in table["answers"]]
     assert got == table["evaluate_math"]
     assert [evaluate_math(a, a) for a in table["answers"]] == table["itself"]
+
+
+def test_thyme_over_http_with_the_configured_judge(tmp_path) -> None:
+    from fastapi.testclient import TestClient
+
+    from tests.rewards.helpers import judge_server
+    from toolserver.api.app import create_app
+    from toolserver.config import Settings
+
+    chosen = [c for c in CASES if c["name"] in ("math_verified", "judge_wrong", "strict_pi_truth_3_14", "no_answer")]
+    answers: list[str | int] = [x["answer"] for case in chosen for x in case["judge"]]
+    with judge_server(answers) as server:
+        settings = Settings(data_dir=tmp_path / "data", workers=2, sr_model_dir=tmp_path / "none",
+                            judge_url=server.url, judge_model="judge")
+        with TestClient(create_app(settings)) as client:
+            listed = {r["profile"]: r for r in client.get("/v1/rewards").json()["rewards"]}
+            scores = [client.post("/v1/rewards", json={"profile": "thyme", "items": [case["episode"]]}).json()
+                      for case in chosen]  # one at a time: the judge answers in order
+    assert listed["thyme"]["judged"] and listed["thyme"]["source"] == GOLDEN["source"]
+    assert [r["messages"] for r in server.requests] == [x["messages"] for c in chosen for x in c["judge"]]
+    for case, score in zip(chosen, scores, strict=True):
+        result = score["results"][0]
+        assert result["ok"], result
+        assert_scored(case, result["total"], result["terms"])

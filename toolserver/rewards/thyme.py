@@ -26,6 +26,7 @@ message holding one text part. A failed request is one failed try, as there.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -168,7 +169,9 @@ class ThymeReward(Reward):
 
     async def _accuracy(self, answer: str, truth: str, question: str, judge: Judge, details: dict[str, Any]) -> float:
         student = without_prefixes(answer)
-        if evaluate_math(student, truth):
+        # In a worker thread: sympy has no time limit there (nor in the reference), so an answer it cannot finish
+        # holds a thread, not the event loop (docs/decisions.md, "Thyme's reward served").
+        if await asyncio.to_thread(evaluate_math, student, truth):
             details["verified_by"] = "strict_math"
             return VQA_WEIGHT
         if math_verified(student, truth):
