@@ -17,14 +17,16 @@ binds in training: the module, not the function (the script asserts it; see tool
 The cases: the reward's paths (math-verified, judged, retried, never valid, no answer, format), then the strict
 verifier's branches (`STRICT`: numbers, thousands, fractions, mixed numbers, percentages, units, \\pi, intervals,
 tuples, matrices, sets, text, answer markers, boxes, sympy's guard), each answer in a well-formed completion; a case
-the strict verifier and math-verify both reject is judged "0" (the trainer then zeroes its consistency).
+the strict verifier and math-verify both reject is judged "0" (the trainer then zeroes its consistency). Each case
+with an answer also records what `evaluate_math` and math-verify said of it (`checks`), and `strict_table` records
+`evaluate_math` alone over TABLE_ANSWERS × TABLE_TRUTHS and each answer against itself.
 
 Needs a throwaway venv with toolserver's versions of the libraries the reward uses (math-verify 0.8.0,
 latex2sympy2_extended 1.10.2, sympy 1.14.0, pylatexenc 2.11, antlr4-python3-runtime 4.13.2), timeout-decorator,
 httpx, openai, numpy, and torch (toolserver's venv's site-packages, put last on the path):
     git -C <Thyme> archive b9285b7a examples/train/grpo/plugin/agent_rm.py swift/plugin \\
         swift/utils/import_utils.py swift/trainers/rlhf_trainer/grpo_trainer.py | tar -x -C <dir>
-    /tmp/rw-venv/bin/python scripts/goldens/record_rewards_thyme.py <dir> tests/data/rewards/thyme.json \\
+    <venv>/bin/python scripts/goldens/record_rewards_thyme.py <dir> tests/data/rewards/thyme.json \\
         <toolserver venv site-packages>
 """
 
