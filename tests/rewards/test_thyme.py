@@ -154,3 +154,11 @@ def test_thyme_over_http_with_the_configured_judge(tmp_path) -> None:
         result = score["results"][0]
         assert result["ok"], result
         assert_scored(case, result["total"], result["terms"])
+
+
+def test_a_verdict_past_a_floats_range_is_a_judge_failure() -> None:
+    episode = Episode(profile="thyme", response="<think>x</think> <answer>blue</answer>", ground_truth="red",
+                      question="What colour?")
+    judge = ScriptedJudge(['{"Correctness": 1' + "0" * 400 + "}"])
+    with pytest.raises(JudgeFailed, match="Correctness"):
+        asyncio.run(get_reward("thyme").score(episode, judge))

@@ -155,7 +155,7 @@ class ThymeReward(Reward):
             thinking = thinking_of(completion)[-THINKING_CHARS:]
             prompt = CONSISTENCY.replace("gen_solution", thinking).replace("gen_answer", answer)
             consistent = await ask(judge, prompt, "Consistency", details)
-            consistency = 0.0 if consistent is None else consistent * CST_WEIGHT
+            consistency = 0.0 if consistent is None else _scaled(consistent, 1.0, CST_WEIGHT, "Consistency")
         raw = {"format": fmt, "accuracy": accuracy, "consistency": consistency}
         terms32 = {name: np.float32(value) for name, value in raw.items()}
         if terms32["accuracy"] <= 0:
@@ -179,12 +179,16 @@ class ThymeReward(Reward):
             return VQA_WEIGHT
         prompt = VQA.replace("ref_answer", truth).replace("gen_answer", answer).replace("input_question", question)
         correct = await ask(judge, prompt, "Correctness", details)
-        if correct is None:
-            return 0.0
-        try:
-            return (correct - 0.5) * 2 * VQA_WEIGHT
-        except OverflowError:  # an integer past a float's range: the reference's trainer step fails here
-            raise JudgeFailed(f"the judge's Correctness {correct} is past a float's range") from None
+        return 0.0 if correct is None else _scaled(correct, 2.0, VQA_WEIGHT, "Correctness", shift=0.5)
+
+
+def _scaled(score: int, scale: float, weight: float, key: str, shift: float = 0.0) -> float:
+    """The verdict as the reference scores it: (n − shift)·scale·weight. An integer past a float's range fails the
+    reference's step there; here it answers `judge_failed`."""
+    try:
+        return (score - shift) * scale * weight if shift else score * weight
+    except OverflowError:
+        raise JudgeFailed(f"the judge's {key} {score} is past a float's range") from None
 
 
 REWARDS = (ThymeReward(),)
