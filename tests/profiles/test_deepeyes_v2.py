@@ -108,7 +108,9 @@ def code_turn(code: str) -> str:
     return f"<think>Let me look.</think>\n<code>\n```python\n{code}\n```\n</code>"
 
 
-def test_search_calls_are_refused_in_the_env_s_words_and_markup(client):
+def test_search_calls_without_a_cache_are_answered_in_the_env_s_markup(client):
+    """The cached searches are tests/profiles/test_deepeyes_v2_search.py's; without `SEARCH_CACHE` a well-formed
+    search says so, and the env's own errors come before it."""
     sid = new_session(client, [])
     recorded = SESSIONS["search_missing_name"]["turns"][0]
     answer = act(client, sid, recorded["action"])
@@ -116,9 +118,8 @@ def test_search_calls_are_refused_in_the_env_s_words_and_markup(client):
     assert answer["prompt"] == re.sub(r"for \S+<\|im_end\|>", "for None<|im_end|>", recorded["prompt"])
     served = act(client, sid, SESSIONS["search_ok_placeholder"]["turns"][0]["action"])
     assert served["done"] is False
-    assert served["prompt"] == ("<|im_end|>\n<|im_start|>user\nError: Search is not available on this server, only "
-                                'code: {"name": "search", "arguments": {"query": "cat breeds"}}.<|im_end|>\n'
-                                "<|im_start|>assistant\n<think>")
+    assert served["prompt"].startswith("<|im_end|>\n<|im_start|>user\nError: no search cache is configured on this "
+                                       "server (set SEARCH_CACHE")
 
 
 def test_whitespace_only_code_ends_the_episode(client):
