@@ -12,13 +12,15 @@ each a list of results `{"title", "link", "snippet", "date"?}` (the fields DeepE
 MMSearch-R1 renders the link and the snippet, its summary).
 
 `search_cache` (a setting) names one such JSON file or a directory of them (every `*.json`, merged in name order,
-as DeepEyesV2 merges its list of cache files; a later file's key wins). Everything is checked when it loads, and a
-malformed entry is refused naming the file, the key and what is wrong.
+as DeepEyesV2 merges its list of cache files; a later file's key wins). A session may pick one file of that
+directory by name (its text `search_cache`: `<name>.json`); it never names a path. Everything is checked when it
+loads, and a malformed entry is refused naming the file, the key and what is wrong.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Any
 
 IMAGE_FIELDS = ("tool_returned_web_title", "cached_images_path")
 TEXT_FIELDS = ("title", "link", "snippet")
+CACHE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")  # a session's choice of one file of the directory
 
 
 class SearchCacheError(ValueError):
@@ -129,25 +132,42 @@ def load_search_cache(path: Path) -> SearchCache:
 
 
 class SearchCacheHolder:
-    """The server's cache, loaded on first use (and again when a file of it changes): `get()` raises
-    `SearchCacheError` when none is configured or it does not load."""
+    """The server's cache, loaded on first use (and again when a file of it changes). `get(name)` is the whole
+    cache, or with a name (a session's `search_cache` text) the one file `<name>.json` of the cache directory;
+    it raises `SearchCacheError` when none is configured, the name is not one, or the cache does not load."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._loaded: tuple[tuple[tuple[str, int], ...], SearchCache] | None = None
+        self._loaded: dict[Path, tuple[tuple[tuple[str, int], ...], SearchCache]] = {}
 
-    def _stamp(self) -> tuple[tuple[str, int], ...]:
-        assert self.path is not None
-        files = sorted(self.path.glob("*.json")) if self.path.is_dir() else [self.path]
+    @staticmethod
+    def _stamp(path: Path) -> tuple[tuple[str, int], ...]:
+        files = sorted(path.glob("*.json")) if path.is_dir() else [path]
         return tuple((str(f), f.stat().st_mtime_ns if f.exists() else -1) for f in files)
 
-    def get(self) -> SearchCache:
+    def _chosen(self, name: str | None) -> Path:
         if self.path is None:
             raise SearchCacheError("no search cache is configured on this server (set SEARCH_CACHE to the cache's "
                                    "JSON file or directory)")
+        if name is None:
+            return self.path
+        if not self.path.is_dir():
+            raise SearchCacheError(f"the session names the search cache {name!r}, but SEARCH_CACHE is one file, not "
+                                   "a directory of caches")
+        if not CACHE_NAME.fullmatch(name):
+            raise SearchCacheError(f"search cache name {name!r}: letters, digits, '.', '_' and '-' only, not "
+                                   "starting with '.'")
+        chosen = self.path / f"{name}.json"
+        if not chosen.is_file():
+            raise SearchCacheError(f"search cache {name!r}: the cache directory holds no {name}.json")
+        return chosen
+
+    def get(self, name: str | None = None) -> SearchCache:
+        path = self._chosen(name)
         with self._lock:
-            stamp = self._stamp()
-            if self._loaded is None or self._loaded[0] != stamp:
-                self._loaded = (stamp, load_search_cache(self.path))
-            return self._loaded[1]
+            stamp = self._stamp(path)
+            loaded = self._loaded.get(path)
+            if loaded is None or loaded[0] != stamp:
+                loaded = self._loaded[path] = (stamp, load_search_cache(path))
+            return loaded[1]

@@ -156,3 +156,28 @@ def test_the_cache_is_read_again_when_its_file_changes(cache_file, tmp_path):
     import os
     os.utime(path, ns=(1, 1))
     assert holder.get().text_results("q") is None and holder.get().text_results("r") is not None
+
+
+def test_a_session_picks_one_cache_of_the_directory_by_name(cache_file, tmp_path):
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    (caches / "fvqa.json").write_text(cache_file.read_text().replace('"thumbs/', f'"{cache_file.parent}/thumbs/'))
+    (caches / "other.json").write_text(json.dumps({"ladybird habitat": [{"title": "t", "link": "https://x"}]}))
+    holder = SearchCacheHolder(caches)
+    assert holder.get("other").image_results("fvqa_train_0001") is None
+    assert len(holder.get("fvqa").image_results("fvqa_train_0001") or []) == 4
+    assert holder.get().text_results("ladybird habitat") == holder.get("other").text_results("ladybird habitat")
+    for name, message in (("../fvqa", "letters, digits"), (".hidden", "letters, digits"), ("absent", "holds no")):
+        with pytest.raises(SearchCacheError, match=message):
+            holder.get(name)
+    with pytest.raises(SearchCacheError, match="one file, not a directory"):
+        SearchCacheHolder(cache_file).get("fvqa")
+    settings = Settings(data_dir=tmp_path / "data", sr_model_dir=tmp_path / "none", search_cache=caches)
+    with TestClient(create_app(settings)) as client:
+        sid = start(client, prompt=PROMPT, search_key="fvqa_train_0001", search_cache="other")
+        assert "There is an error encountered" in act(client, sid, "<search><img></search>")["prompt"]
+        sid = start(client, prompt=PROMPT, search_key="fvqa_train_0001", search_cache="fvqa")
+        assert act(client, sid, "<search><img></search>")["prompt"].count("<|image_pad|>") == 4
+        sid = start(client, prompt=PROMPT, search_key="fvqa_train_0001", search_cache="../etc")
+        error = act(client, sid, "<search><img></search>")["results"][0]["error"]
+        assert error["code"] == "search_cache_invalid" and "'../etc'" in error["message"]

@@ -111,7 +111,7 @@ def _cache_and_question(ctx: ToolContext) -> tuple[SearchCache, str] | ToolOutpu
     if ctx.search_cache is None:
         return ToolOutput.failure("Error: no search cache is available to this call.", "search_cache_unavailable")
     try:
-        cache = ctx.search_cache.get()
+        cache = ctx.search_cache.get(ctx.texts.get("search_cache"))
     except SearchCacheError as exc:
         return ToolOutput.failure(f"Error: {exc}", "search_cache_invalid")
     prompt = ctx.texts.get("prompt")
