@@ -28,9 +28,12 @@ GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "deepeyes_v2_golden.js
 SESSIONS = {s["name"]: s for s in GOLDEN["sessions"]}
 VISION = "<|vision_start|><|image_pad|><|vision_end|>"
 # Where this service deviates on purpose (docs/decisions.md, "DeepEyesV2"); each has its own test below.
+# The searches need the session's `search_key` and a search cache: test_deepeyes_v2_search.py replays them (an integer
+# data index, `image_search_int_index`, cannot be a session text).
+SEARCHES = {"search_ok_placeholder", "image_search_cached", "image_search_not_fvqa", "search_missing_arguments",
+            "search_missing_name", "image_search_int_index"}
 DEVIATING = {"whitespace_only_code", "traceback_across_cells", "unpicklable_state_dropped", "imported_show_goes_stale",
-             "search_ok_placeholder", "image_search_cached", "image_search_not_fvqa", "search_missing_arguments",
-             "search_missing_name", "image_search_int_index",
+             *SEARCHES,
              # no reset: the reference's guard prefix runs in model code only when the init cell was skipped
              "guard_only_first_cell", "first_call_blank_figure"}
 
