@@ -233,8 +233,9 @@ def _streams(done: Execution) -> tuple[str, str]:
 
 
 PROFILES = (
-    Profile("deepeyes-v2", "DeepEyesV2's code environment: code in <code>, rewritten as it rewrites it, an IPython "
-            "namespace kept between turns, plt.show() figures and its observation template, exact.",
+    Profile("deepeyes-v2", "DeepEyesV2's environment: code in <code>, rewritten as it rewrites it, an IPython "
+            "namespace kept between turns, plt.show() figures and its observation template, exact; its <tool_call> "
+            "image and text searches replayed from the search cache.",
             {"python": DeepEyesV2Python(), "search": DeepEyesV2Search()}, call_format=DeepEyesV2Format(),
             alpha=Alpha.DROP),
 )
