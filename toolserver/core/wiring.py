@@ -31,6 +31,7 @@ from toolserver.sandbox.budget import Promise, budget_mb, fit
 from toolserver.sandbox.confine import Limits
 from toolserver.sandbox.executor import Sandbox, SandboxConfig
 from toolserver.sandbox.remote import RemoteSandbox
+from toolserver.searchcache import SearchCacheHolder
 from toolserver.sr.engine import SREngine
 from toolserver.sr.service import SRFront, SRModel
 from toolserver.stores import SessionStore, build_store
@@ -49,6 +50,7 @@ class Services:
     metrics: Metrics
     sandbox: Sandbox
     shared: SharedViews = field(default_factory=SharedViews)  # derived images shared by all sessions
+    search_cache: SearchCacheHolder = field(default_factory=lambda: SearchCacheHolder(None))  # loaded on first use
 
     @classmethod
     def build(cls, s: Settings, transports: dict[str, Transport] | None = None) -> Services:
@@ -83,7 +85,8 @@ class Services:
         sr = SRFront(transports["smfanet"], on_batch=observer("smfanet"))
         clip = EncoderFront("clip", transports["clip"], on_batch=observer("clip"))
         text = EncoderFront("text", transports["text"], on_batch=observer("text"))
-        services = cls(s, build_store(s), pool, sr, build_library(s, clip, text), metrics, sandbox)
+        services = cls(s, build_store(s), pool, sr, build_library(s, clip, text), metrics, sandbox,
+                       search_cache=SearchCacheHolder(s.search_cache))
         services.register_gauges()
         return services
 
