@@ -28,18 +28,18 @@ import copy
 import hashlib
 import io
 import json
-from json import dumps, loads
 import logging
 import os
 import platform
 import re
 import subprocess
-from contextlib import contextmanager
 import sys
+from contextlib import contextmanager
 from io import BytesIO
+from json import dumps, loads
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional  # noqa: UP035 - the reference's annotations name them
+from typing import Any, Optional
 
 import cv2
 import matplotlib
@@ -80,7 +80,7 @@ def base_namespace() -> dict[str, Any]:
     logger = logging.getLogger("openthinkimg-reference")
     return {"re": re, "json": json, "io": io, "base64": base64, "BytesIO": BytesIO, "Image": Image, "np": np,
             "cv2": cv2, "os": os, "torch": torch, "logger": logger, "logging": logging, "copy": copy,
-            "Optional": Optional, "Dict": Dict, "List": List, "Any": Any}
+            "Optional": Optional, "Dict": dict, "List": list, "Any": Any}
 
 
 def utils(root: Path) -> dict[str, Any]:

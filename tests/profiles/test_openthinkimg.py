@@ -21,7 +21,6 @@ from tests.conftest import PHOTOS, gradient, png_bytes
 from tests.profiles.openthinkimg_sessions import CROP_PHOTO, CROPS, POINT_PARAMS, SESSIONS, act
 from toolserver.api import create_app
 from toolserver.config import Settings
-from toolserver.formats.openthinkimg import OPENTHINKIMG, first_action, read_actions
 from toolserver.tools.perception.select_subplot import subplot_boxes
 from toolserver.tools.perception.worker import NO_QUESTION, worker_points
 
@@ -88,6 +87,14 @@ def test_crop_answers_as_its_worker(client, case):
     assert message(answer["observation"]) == [case["appended"]]
 
 
+def test_the_golden_covers_the_cases():
+    assert [case["param"] for case in GOLDEN["crops"]] == CROPS
+    assert [case["param"] for case in GOLDEN["points"]] == POINT_PARAMS
+    assert [session["name"] for session in GOLDEN["sessions"]] == list(SESSION)
+    assert [[turn["action"] for turn in session["turns"]] for session in GOLDEN["sessions"]] == [
+        session["turns"] for session in SESSIONS]
+
+
 def test_the_points_a_drawing_worker_reads():
     for case in GOLDEN["points"]:
         assert [[float(v) for v in p] for p in worker_points(case["param"], 640, 480)] == case["points"], case
@@ -102,19 +109,6 @@ def test_the_subplot_boxes():
                 subplot_boxes(rgb)
         else:
             assert subplot_boxes(rgb) == recorded, photo
-
-
-def test_the_action_json():
-    nested = '{"actions": [{"name": "crop", "arguments": {"image": "img_1", "param": [[[[1]]]]}}]}'
-    assert read_actions(nested) is None  # five brackets deep: beyond the rollout's pattern
-    assert read_actions('x "actions": [] y') == [] and first_action('"actions": []') is None
-    assert first_action('"actions": [{"name": "OCR", "arguments": {"image": "img_2"}}]') == ("OCR", {"image": "img_2"})
-    assert first_action('"actions": [{"name": "OCR", "arguments": ["image"]}]') is None
-    assert first_action('"actions": [{"name": "OCR", "arguments": 3}]') is None
-    assert first_action('"actions": ["OCR"]') is None
-    parsed = OPENTHINKIMG.parse('"actions": [{"name": 7, "arguments": {}}]')
-    assert parsed.calls[0].name == "7" and parsed.done is False
-    assert OPENTHINKIMG.parse("I Terminate here").done is True
 
 
 def test_a_model_tool_not_running_and_a_session_without_its_question(client):

@@ -49,7 +49,7 @@ class Crop(Tool):
             if (box[2] - box[0]) * (box[3] - box[1]) > MAX_PIXELS:
                 return text_answer(ctx, f"Error: the box {box} is larger than {MAX_PIXELS} pixels.",
                                    "box_too_large")
-            return image_answer("Image cropped successfully.", worker_image(ctx).crop(tuple(box)),
+            return image_answer("Image cropped successfully.", worker_image(ctx).crop((box[0], box[1], box[2], box[3])),
                                 box=box)
         except ValueError as exc:
             return text_answer(ctx, f"Error processing line parameters '{param}': {exc}",

@@ -26,7 +26,7 @@ from toolserver.tools.perception.worker import (
     worker_points,
 )
 
-LINE = {"color": "#e6194b", "linewidth": 2, "linestyle": "dashed"}
+COLOR, WIDTH, STYLE = "#e6194b", 2, "dashed"
 
 
 def draw_lines(image: Image.Image, points: Sequence[np.ndarray], horizontal: bool) -> Image.Image:
@@ -37,9 +37,9 @@ def draw_lines(image: Image.Image, points: Sequence[np.ndarray], horizontal: boo
     axes.axis("off")
     for point in points:
         if horizontal and 0 <= point[1] < image.height:
-            axes.axhline(y=point[1], **LINE)
+            axes.axhline(y=point[1], color=COLOR, linewidth=WIDTH, linestyle=STYLE)
         elif not horizontal and 0 <= point[0] < image.width:
-            axes.axvline(x=point[0], **LINE)
+            axes.axvline(x=point[0], color=COLOR, linewidth=WIDTH, linestyle=STYLE)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight", pad_inches=0)
     buffer.seek(0)
