@@ -51,7 +51,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.conftest import PHOTOS
-from tests.profiles.openthinkimg_sessions import CROP_PHOTO, CROPS, POINT_PARAMS, SESSIONS
+from tests.profiles.openthinkimg_sessions import CROP_PHOTO, CROPS, POINT_PARAMS, SESSIONS, session_image
 
 COMMIT = "45d295f0"
 WORKERS = "tool_server/tool_workers/online_workers/"
@@ -193,8 +193,7 @@ def message(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_session(reference: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
-    with Image.open(PHOTOS / session["photo"]) as photo:
-        image = photo.copy()
+    image = session_image(session["photo"])
     model = ScriptedModel(session["turns"])
     out = reference["vllm_generate_with_tool_calls"](model, [session["question"]], [image], max_rounds=len(
         session["turns"]), model_mode="general")[0]

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import json
 
+from PIL import Image
+
+from tests.conftest import PHOTOS
+from tests.profiles.helpers import translucent
+
+TRANSLUCENT = "translucent"  # not a photo: helpers.translucent(), colour everywhere, alpha 0 on its left half
+
 
 def act(name: str, arguments: dict | str, thought: str = "I will use a tool.") -> str:
     return json.dumps({"thought": thought, "actions": [{"name": name, "arguments": arguments}]})
@@ -38,7 +45,20 @@ SESSIONS = [
      "turns": [act("DrawVerticalLineByX", {"image": "img_1", "param": 'x="33.3" y="50"'}),
                act("DrawHorizontalLineByY", {"image": "img_9", "param": 'x="1" y="99.9" x2="5" y2="0"'}),
                act("ZoomInSubfigure", {"image": "img_2", "param": "valley"})]},
+    {"name": "alpha", "photo": TRANSLUCENT, "question": "What colour is the left half?",
+     "turns": [act("DrawHorizontalLineByY", {"image": "img_1", "param": 'x="10" y="50"'}),
+               act("Crop", {"image": "img_2", "param": "[0, 0, 10, 10]"}),  # not the listed crop
+               act("DrawVerticalLineByX", {"image": "img_2", "param": "nothing"})]},
 ]
+
+def session_image(photo: str) -> Image.Image:
+    """A session's input as the rollout is handed it (before its own RGB conversion)."""
+    if photo == TRANSLUCENT:
+        return translucent()
+    with Image.open(PHOTOS / photo) as image:
+        image.load()
+        return image.copy()
+
 
 # `crop` (the tool manager's offline worker; the rollout's name mapping leaves it out): params on one photo.
 CROP_PHOTO = "TwoWings.jpg"

@@ -12,17 +12,26 @@ import hashlib
 import io
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from tests.conftest import PHOTOS, gradient, png_bytes
-from tests.profiles.openthinkimg_sessions import CROP_PHOTO, CROPS, POINT_PARAMS, SESSIONS, act
+from tests.conftest import PHOTOS, b64, gradient, png_bytes
+from tests.profiles.openthinkimg_sessions import (
+    CROP_PHOTO,
+    CROPS,
+    POINT_PARAMS,
+    SESSIONS,
+    TRANSLUCENT,
+    act,
+    session_image,
+)
 from toolserver.api import create_app
 from toolserver.config import Settings
 from toolserver.tools.perception.select_subplot import subplot_boxes
-from toolserver.tools.perception.worker import NO_QUESTION, worker_points
+from toolserver.tools.perception.worker import NO_QUESTION, jpeg_bytes, text_reply, worker_points
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "openthinkimg_golden.json").read_text())
 RECORDED = {session["name"]: session for session in GOLDEN["sessions"]}
@@ -38,7 +47,8 @@ def client(tmp_path_factory):
 
 
 def start(client: TestClient, photo: str, question: str | None = "What is shown?") -> str:
-    body = {"profile": "openthinkimg", "images": [{"path": str(PHOTOS / photo)}],
+    image = {"data": b64(png_bytes(session_image(photo)))} if photo == TRANSLUCENT else {"path": str(PHOTOS / photo)}
+    body = {"profile": "openthinkimg", "images": [image],
             "texts": {"question": question} if question is not None else {}}
     response = client.post("/v1/sessions", json=body)
     assert response.status_code == 201, response.text
@@ -151,3 +161,15 @@ def test_the_tools_over_mcp(live_server):
     texts = [c.text for c in drawn.content if c.type == "text"]
     images = [Image.open(io.BytesIO(base64.b64decode(c.data))) for c in drawn.content if c.type == "image"]
     assert not drawn.is_error and "Line drawn successfully." in texts and images[0].size != (320, 200)
+
+
+def test_a_text_reply_shows_the_newest_image_again():
+    """The helper a model tool answers a text with (OCR's texts, Point's coordinates): ok, the newest image again,
+    shown as the rollout encodes it; without an image in the session, the text alone."""
+    newest = gradient(40, 30)
+    ctx = SimpleNamespace(images=[SimpleNamespace(pixels=newest)], texts={})
+    reply = text_reply(ctx, "['1970', '2000']", source="ocr")
+    assert reply.ok and reply.meta == {"rollout": "observation", "source": "ocr"} and reply.images == [newest]
+    assert reply.encoded == [(jpeg_bytes(newest), "image/jpeg")] and reply.encoded_is_pixels is False
+    alone = text_reply(SimpleNamespace(images=[], texts={}), "x")
+    assert alone.ok and alone.images == [] and alone.text == "x"

@@ -68,12 +68,17 @@ def image_answer(text: str, image: Image.Image, **meta: object) -> ToolOutput:
                       meta={"rollout": "observation", **meta})
 
 
-def _newest_again(ctx: ToolContext, text: str, code: str, meta: dict[str, object]) -> ToolOutput:
+def _newest_again(ctx: ToolContext, text: str, code: str | None, meta: dict[str, object]) -> ToolOutput:
     if not ctx.images:  # a session without images: the text alone
-        return ToolOutput(text, ok=False, error_code=code, meta=meta)
+        return ToolOutput(text, ok=code is None, error_code=code, meta=meta)
     newest = ctx.images[-1].pixels
     return ToolOutput(text, images=[newest], encoded=[(jpeg_bytes(newest), "image/jpeg")], encoded_is_pixels=False,
-                      ok=False, error_code=code, meta=meta)
+                      ok=code is None, error_code=code, meta=meta)
+
+
+def text_reply(ctx: ToolContext, text: str, **meta: object) -> ToolOutput:
+    """A worker's answer that is a text alone (OCR's texts, Point's coordinates): the newest image again."""
+    return _newest_again(ctx, text, None, {"rollout": "observation", **meta})
 
 
 def text_answer(ctx: ToolContext, text: str, code: str, **meta: object) -> ToolOutput:
