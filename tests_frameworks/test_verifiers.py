@@ -25,6 +25,8 @@ import pytest
 from tests_frameworks.conftest import decode, need, picture, png, running_toolserver
 
 ZOOM = {"bbox_2d": [0.0, 0.0, 0.5, 0.5], "target_image": 1}
+CROP = '<tool_call>{"name": "crop_image", "arguments": ' + json.dumps(ZOOM) + "}</tool_call>"  # the same, to /act
+MALFORMED = {"bbox_2d": "not a box", "target_image": 1}
 ANSWER = "The top left is red, so the answer is \\boxed{red}."
 QUESTION = "What colour is the top left?"
 
@@ -145,7 +147,7 @@ def test_the_taskset_loads_rows_from_the_dataset(server, dataset):
 
 
 def test_a_rollout_through_verifiers_equals_act_and_is_scored(server, dataset):
-    task = list(taskset(server, dataset))[0]
+    task = next(iter(taskset(server, dataset)))
     zoom = {"name": "crop_image", "arguments": ZOOM}
     model = ScriptedModel({QUESTION: [{"calls": [zoom]}, {"calls": [zoom]}, {"text": ANSWER}]})
 
@@ -168,8 +170,7 @@ def test_a_rollout_through_verifiers_equals_act_and_is_scored(server, dataset):
         {"data": task.data.images[0]}]}, timeout=30).json()["session_id"]
     for turn in (1, 2):
         shown = [m for m in model.requests[turn]["messages"] if m["role"] == "tool"][-1]
-        expected = act(server.url, twin, '<tool_call>{"name": "crop_image", "arguments": '
-                       + json.dumps(ZOOM) + "}</tool_call>")
+        expected = act(server.url, twin, CROP)
         assert tool_images(shown) == act_images(expected) and len(act_images(expected)) == 1
         texts = [p["text"] for p in shown["content"] if p["type"] == "text"]
         assert texts == [r["text"] for r in expected["results"]]
@@ -184,7 +185,7 @@ def test_a_rollout_through_verifiers_equals_act_and_is_scored(server, dataset):
 def test_a_malformed_call_is_mcps_error_and_another_rollout_goes_on(server, dataset):
     broken, other = list(taskset(server, dataset))
     model = ScriptedModel({
-        QUESTION: [{"calls": [{"name": "crop_image", "arguments": {"bbox_2d": "not a box", "target_image": 1}}]}, {"text": ANSWER}],
+        QUESTION: [{"calls": [{"name": "crop_image", "arguments": MALFORMED}]}, {"text": ANSWER}],
         "Where is green?": [{"calls": [{"name": "crop_image", "arguments": ZOOM}]}, {"text": "\\boxed{top right}"}]})
 
     async def run():
@@ -198,11 +199,11 @@ def test_a_malformed_call_is_mcps_error_and_another_rollout_goes_on(server, data
     shown = [m for r in model.requests for m in r["messages"] if m["role"] == "tool"]
     error = next(m for m in shown if isinstance(m["content"], str))
     # What the model was shown is toolserver's own MCP tool error (`isError: true`) for that call.
-    direct = asyncio.run(mcp_call(server.url, "crop_image", {"bbox_2d": "not a box", "target_image": 1}))
+    direct = asyncio.run(mcp_call(server.url, "crop_image", MALFORMED))
     assert direct.is_error and error["content"] == direct.content[0].text and "bbox_2d" in error["content"]
     twin = httpx.post(f"{server.url}/v1/sessions", json={"profile": "pixel-reasoner", "images": [
         {"data": other.data.images[0]}]}, timeout=30).json()["session_id"]
-    expected = act(server.url, twin, '<tool_call>{"name": "crop_image", "arguments": ' + json.dumps(ZOOM) + "}</tool_call>")
+    expected = act(server.url, twin, CROP)
     assert tool_images(next(m for m in shown if isinstance(m["content"], list))) == act_images(expected)  # the other
     assert failed.ok and fine.ok
     assert failed.rewards["toolserver"].score > 0.0  # the broken rollout went on to its answer, and was scored

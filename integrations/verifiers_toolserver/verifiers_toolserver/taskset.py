@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import verifiers.v1 as vf
+from pydantic import Field
 from verifiers.v1.types import ImageUrlContentPart, ImageUrlSource, TextContentPart, UserMessage
 
 from verifiers_toolserver.rows import read_rows
@@ -19,10 +20,10 @@ from verifiers_toolserver.toolset import ToolserverState, ToolserverToolset, Too
 
 class ToolserverData(vf.TaskData):
     question: str = ""
-    images: list[str] = []
+    images: list[str] = Field(default_factory=list)
     """The row's images, as data URIs (they are also in the prompt)."""
     ground_truth: Any = None
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = Field(default_factory=dict)
 
 
 class ToolserverTaskConfig(vf.TaskConfig):
