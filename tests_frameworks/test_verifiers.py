@@ -218,3 +218,31 @@ async def mcp_call(url: str, name: str, arguments: dict[str, Any]) -> Any:
                      timeout=30).json()["session_id"]
     async with Client(f"{url}/mcp?profile=pixel-reasoner&handles=off&session={sid}") as client:
         return await client.call_tool(name, arguments)
+
+
+def test_a_bad_row_is_a_clear_error(server, tmp_path):
+    (tmp_path / "pixel-reasoner.train.jsonl").write_text(json.dumps({"question": "?", "images": ["gone.png"]}) + "\n")
+    with pytest.raises(ValueError, match=r"row 1: image 'gone.png' is neither a readable file nor base64"):
+        list(taskset(server, str(tmp_path)))
+
+
+def test_with_api_keys_the_rollouts_session_belongs_to_its_key(tmp_path_factory, dataset, monkeypatch):
+    """verifiers strips `*API_KEY*` variables from its tool servers' environment: the key reaches the forwarding
+    tool server over the rollout's state channel, and every call (the list, the zooms, the reward) carries it."""
+    with running_toolserver(tmp_path_factory, api_keys='["vf-test-key"]') as keyed:
+        assert httpx.post(f"{keyed.url}/v1/sessions", json={}, timeout=10).status_code == 401
+        monkeypatch.setenv("TOOLSERVER_API_KEY", "vf-test-key")
+        task = next(iter(taskset(keyed, dataset)))
+        model = ScriptedModel({QUESTION: [{"calls": [{"name": "crop_image", "arguments": ZOOM}]}, {"text": ANSWER}]})
+
+        async def run():
+            async with agent(model) as solver:
+                return await solver.run(task)
+
+        try:
+            trace = asyncio.run(run())
+        finally:
+            model.close()
+    assert trace.ok, trace.errors
+    shown = [m for m in model.requests[1]["messages"] if m["role"] == "tool"][-1]
+    assert len(tool_images(shown)) == 1 and trace.rewards["toolserver"].score > 0.0

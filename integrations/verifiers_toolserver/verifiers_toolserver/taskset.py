@@ -7,6 +7,7 @@ the rollout's state; the model gets the profile's tools through `ToolserverTools
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
@@ -40,13 +41,15 @@ class ToolserverTaskConfig(vf.TaskConfig):
 class ToolserverTask(vf.Task[ToolserverData, ToolserverState, ToolserverTaskConfig]):
     @classmethod
     def toolsets(cls, config: ToolserverTaskConfig) -> list[vf.Toolset]:
+        if config.tools.url:  # verifiers would hand that URL to the harness bare: no session, no images
+            raise ValueError("set `toolserver` (its base URL), not `tools.url`: each rollout's tools are bound "
+                             "to its own toolserver session by the forwarding tool server")
         return [ToolserverToolset(ToolserverToolsetConfig(
-            **config.tools.model_dump(), toolserver=config.toolserver, profile=config.profile,
-            api_key_var=config.api_key_var))]
+            **config.tools.model_dump(), toolserver=config.toolserver, profile=config.profile))]
 
     def _http(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.config.toolserver, headers=headers(self.config.api_key_var),
-                                 timeout=120)
+        return httpx.AsyncClient(base_url=self.config.toolserver, timeout=120,
+                                 headers=headers(os.environ.get(self.config.api_key_var)))
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         async with self._http() as http:
@@ -55,6 +58,7 @@ class ToolserverTask(vf.Task[ToolserverData, ToolserverState, ToolserverTaskConf
         if response.is_error:
             raise vf.TaskError(f"toolserver refused the rollout's session: {response.status_code} {response.text}")
         trace.state.session = response.json()["session_id"]
+        trace.state.key = os.environ.get(self.config.api_key_var)
 
     @vf.reward(weight=1.0)
     async def toolserver(self, trace: vf.Trace) -> float:

@@ -8,7 +8,8 @@ session handle; the results (image and text blocks, `isError`) and protocol erro
 
 from __future__ import annotations
 
-import os
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -17,6 +18,7 @@ import verifiers.v1 as vf
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent, Tool
+from pydantic import Field
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -25,6 +27,10 @@ if TYPE_CHECKING:
 class ToolserverState(vf.State):
     session: str | None = None
     """The toolserver session of this rollout (`POST /v1/sessions`), opened by the task's setup."""
+    key: str | None = Field(default=None, repr=False)
+    """toolserver's API key, where keys are on: the session belongs to it. It travels over verifiers' state channel
+    (the trace never serializes its state), since verifiers' subprocess runtime strips `*API_KEY*` variables from
+    the tool server's environment."""
 
 
 class ToolserverToolsetConfig(vf.ToolsetConfig):
@@ -32,12 +38,9 @@ class ToolserverToolsetConfig(vf.ToolsetConfig):
     """toolserver's base URL."""
     profile: str = "default"
     """The profile whose tools the model gets."""
-    api_key_var: str = "TOOLSERVER_API_KEY"
-    """The environment variable holding toolserver's API key, where the server has keys configured."""
 
 
-def headers(api_key_var: str) -> dict[str, str]:
-    key = os.environ.get(api_key_var)
+def headers(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
@@ -55,17 +58,18 @@ class ToolserverToolset(vf.Toolset[ToolserverToolsetConfig, ToolserverState]):
         super().__init__(config)
         self._tools: list[Tool] = []
 
-    def _client(self, session: str | None = None) -> Client:
-        http = httpx2.AsyncClient(headers=headers(self.config.api_key_var), timeout=httpx2.Timeout(120, read=300))
-        return Client(streamable_http_client(mcp_url(self.config.toolserver, self.config.profile, session),
-                                             http_client=http))
-
-    async def setup(self) -> None:
-        async with self._client() as client:
-            self._tools = (await client.list_tools()).tools
+    @contextlib.asynccontextmanager
+    async def _client(self, session: str | None = None, key: str | None = None) -> AsyncIterator[Client]:
+        url = mcp_url(self.config.toolserver, self.config.profile, session)
+        async with (httpx2.AsyncClient(headers=headers(key), timeout=httpx2.Timeout(120, read=300)) as http,
+                    Client(streamable_http_client(url, http_client=http)) as client):
+            yield client
 
     def register(self, mcp: MCPServer) -> None:
         async def list_tools() -> list[Tool]:
+            if not self._tools:  # listed once, with the rollout's key (its state holds it)
+                async with self._client(key=self.state.key) as client:
+                    self._tools = (await client.list_tools()).tools
             return self._tools
 
         async def forward(name: str, arguments: dict[str, Any]) -> CallToolResult:
@@ -73,7 +77,7 @@ class ToolserverToolset(vf.Toolset[ToolserverToolsetConfig, ToolserverState]):
             if not session:
                 return CallToolResult(content=[TextContent(type="text", text=(
                     "Error: this rollout has no toolserver session (the task's setup opens one)"))], is_error=True)
-            async with self._client(session) as client:
+            async with self._client(session, self.state.key) as client:
                 return await client.call_tool(name, arguments)
 
         call = self._with_state(forward)
@@ -83,7 +87,7 @@ class ToolserverToolset(vf.Toolset[ToolserverToolsetConfig, ToolserverState]):
             return result
 
         # The profile's tools replace the decorated ones: list and call go to toolserver as they are.
-        mcp.list_tools = list_tools  # type: ignore[method-assign]
+        mcp.list_tools = self._with_state(list_tools)  # type: ignore[method-assign]
         mcp.call_tool = call_tool  # type: ignore[method-assign]
 
 
