@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests_frameworks.conftest import decode, need, picture, png, running_toolserver
+from tests_frameworks.conftest import decode, need, picture, png, running_toolserver, snippet
 
 ZOOM = {"bbox_2d": [0.0, 0.0, 0.5, 0.5], "target_image": 1}
 CROP = '<tool_call>{"name": "crop_image", "arguments": ' + json.dumps(ZOOM) + "}</tool_call>"  # the same, to /act
@@ -110,10 +110,14 @@ def taskset(server, dataset: str, profile: str = "pixel-reasoner"):
     return load_taskset(config)
 
 
+def use_uv() -> None:
+    """verifiers runs its harness's chat program with `uv`: requirements-verifiers.txt installs it beside Python."""
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 def agent(model: ScriptedModel):
     vf = need("verifiers.v1")
-    # verifiers runs its harness's chat program with `uv` (requirements-verifiers.txt installs it beside Python).
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    use_uv()
     from verifiers.v1.harnesses.null.harness import NullHarnessConfig
 
     return vf.make_agent(vf.AgentConfig(
@@ -147,16 +151,13 @@ def test_the_taskset_loads_rows_from_the_dataset(server, dataset):
 
 
 def test_a_rollout_through_verifiers_equals_act_and_is_scored(server, dataset):
+    """The documentation's snippet (examples/verifiers/rollout.py) runs the rollout."""
     task = next(iter(taskset(server, dataset)))
     zoom = {"name": "crop_image", "arguments": ZOOM}
     model = ScriptedModel({QUESTION: [{"calls": [zoom]}, {"calls": [zoom]}, {"text": ANSWER}]})
-
-    async def run():
-        async with agent(model) as solver:
-            return await solver.run(task)
-
+    use_uv()
     try:
-        trace = asyncio.run(run())
+        trace = asyncio.run(snippet("rollout", "verifiers").one_rollout(dataset, server.url, model.url, "scripted"))
     finally:
         model.close()
     assert trace.ok, trace.errors
