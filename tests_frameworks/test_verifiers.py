@@ -102,12 +102,15 @@ def dataset(tmp_path_factory) -> str:
 
 
 def taskset(server, dataset: str, profile: str = "pixel-reasoner"):
+    """The taskset as verifiers loads it for `vf-eval` and its env server: `load_environment` over an env config
+    naming the taskset package by its id."""
     need("verifiers")
-    from verifiers.v1.utils.loaders import load_taskset, taskset_config_type
+    from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
-    config = taskset_config_type("verifiers-toolserver").model_validate({
-        "id": "verifiers-toolserver", "dataset": dataset, "task": {"toolserver": server.url, "profile": profile}})
-    return load_taskset(config)
+    env = load_environment(resolve_env_config({"taskset": {
+        "id": "verifiers-toolserver", "dataset": dataset, "task": {"toolserver": server.url, "profile": profile}}}))
+    assert type(env).__name__ == "SingleAgentEnv"
+    return env.taskset
 
 
 def use_uv() -> None:
