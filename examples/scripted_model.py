@@ -144,6 +144,12 @@ SCRIPTS: dict[str, list[Any]] = {
         "<reason>I cannot tell which insect this is.</reason><search><img></search>",
         ANSWER,
     ],
+    "openthinkimg": [  # OpenThinkIMG's action JSON: draw a line across the image at 40% of its height, then stop
+        json.dumps({"thought": "A guide line helps to read the chart.",
+                    "actions": [{"name": "DrawHorizontalLineByY",
+                                 "arguments": {"image": "img_1", "param": 'x="50" y="40"'}}]}),
+        json.dumps({"thought": "Now I can read it.", "actions": [{"name": "Terminate", "arguments": {"ans": "42"}}]}),
+    ],
 }
 
 

@@ -18,7 +18,6 @@ from tests.profiles.helpers import act_image
 from tests.profiles.mmsearch_sessions import PROMPT, QUESTION, make_cache
 from toolserver.api import create_app
 from toolserver.config import Settings
-from toolserver.formats.mmsearch_r1 import MMSEARCH_R1, search_of
 from toolserver.profiles.mmsearch_r1 import original_question
 from toolserver.searchcache import SearchCacheError, SearchCacheHolder, load_search_cache
 
@@ -75,17 +74,6 @@ def test_the_golden_covers_every_kind_of_turn():
     assert any(f"Original user's question: {QUESTION}\n" in a for a in appended)
     modes = {i["mode"] for s in GOLDEN["sessions"] for t in s["turns"] for i in t["images"]}
     assert modes == {"RGB", "P", "L"}  # thumbnails go as the cache stores them
-
-
-def test_the_turn_is_read_as_the_rollout_reads_it():
-    assert search_of("why <search><img></search>\n<|im_end|>") == ("image", None)
-    assert search_of("<text_search>a</text_search><text_search> b </text_search><|im_end|>") == ("text", " b ")
-    assert search_of("<text_search></text_search>") == ("text", None)
-    assert search_of("<text_search>a\nb</text_search>") is None  # neither pattern crosses a line
-    assert search_of("<search><img></search> and more") is None
-    assert MMSEARCH_R1.parse("<answer>x</answer>").done is True
-    parsed = MMSEARCH_R1.parse("<text_search>q</text_search>")
-    assert parsed.done is False and parsed.calls[0].arguments == {"query": "q"}
 
 
 def test_the_question_is_cut_as_the_rollout_cuts_it():
