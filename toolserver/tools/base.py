@@ -24,6 +24,7 @@ from toolserver.schema import parameters_schema
 
 if TYPE_CHECKING:
     from toolserver.documents.library import DocumentLibrary
+    from toolserver.perception.service import PerceptionFront
     from toolserver.sandbox.executor import Sandbox
     from toolserver.sr.service import SRFront
 
@@ -80,6 +81,7 @@ class ToolContext:
     sr: SRFront | None = None  # the super-resolution model, shared by all sessions
     documents: DocumentLibrary | None = None  # the document library, shared by all sessions
     sandbox: Sandbox | None = None  # the code sandbox, shared by all sessions
+    perception: Mapping[str, PerceptionFront] | None = None  # the perception models by name, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
     deadline: float | None = None  # time.monotonic() by which the call must finish
     # The session's call log (JSON records, oldest first), for profiles whose tools keep state beyond images
