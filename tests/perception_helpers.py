@@ -58,3 +58,44 @@ def build_tiny_sam2(directory: Path) -> Path:
         mask_decoder_config=dict(hidden_size=32, mlp_dim=64, num_attention_heads=2, iou_head_hidden_dim=32))
     transformers.Sam2Model(config).eval().save_pretrained(directory)
     return directory
+
+
+def _byte_tokenizer(specials: list[str]):  # type: ignore[no-untyped-def]
+    """A byte-level BPE tokenizer without merges (each byte one token) and the given special tokens."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from tests.docs_helpers import _bytes_to_unicode
+
+    vocab = {ch: i for i, ch in enumerate(_bytes_to_unicode().values())}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>",
+                                                     pad_token="<|endoftext|>")
+    tokenizer.add_special_tokens({"additional_special_tokens": specials})
+    return tokenizer
+
+
+def build_tiny_got_ocr2(directory: Path) -> Path:
+    """GOT-OCR2 (SAM-style image encoder, Qwen2 decoder) over 64x64 pixels with a byte-level tokenizer."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    tokenizer = _byte_tokenizer(["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<img>", "</img>", "<imgpad>"])
+    vision = dict(hidden_size=16, output_channels=8, num_hidden_layers=2, num_attention_heads=2, image_size=64,
+                  patch_size=16, window_size=2, global_attn_indexes=[1], mlp_dim=32, initializer_range=0.5)
+    text = dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, initializer_range=0.5)
+    config = transformers.GotOcr2Config(vision_config=vision, text_config=text,
+                                        image_token_index=tokenizer.convert_tokens_to_ids("<imgpad>"),
+                                        image_seq_length=1)
+    model = transformers.GotOcr2ForConditionalGeneration(config).eval()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(directory)
+    image_processor = transformers.GotOcr2ImageProcessorPil(size={"height": 64, "width": 64})
+    transformers.GotOcr2Processor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(directory)
+    return directory

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.perception_helpers import build_tiny_grounding_dino, build_tiny_sam2
+from tests.perception_helpers import build_tiny_got_ocr2, build_tiny_grounding_dino, build_tiny_sam2
 from toolserver.batching import BatchRule, LocalTransport
 from toolserver.config import Settings
 from toolserver.core.wiring import PERCEPTION_MODELS, build_models
@@ -20,10 +20,11 @@ from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
 from toolserver.memorymap import ImageEntry
 from toolserver.perception.grounding_dino import GroundingDinoRunner, caption_of, nms
+from toolserver.perception.ocr import GotOcrRunner, lines_of
 from toolserver.perception.sam2 import Sam2Runner
 from toolserver.perception.service import PerceptionFront, PerceptionModel, PerceptionRequest, locate
 from toolserver.tools.base import ToolContext
-from toolserver.tools.perception_models import GroundingDino, SegmentRegionAroundPoint, extract_points
+from toolserver.tools.perception_models import GroundingDino, Ocr, SegmentRegionAroundPoint, extract_points
 
 pytestmark = pytest.mark.usefixtures("offline")
 
@@ -43,6 +44,11 @@ def dino_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def sam2_dir(tmp_path_factory) -> Path:
     return build_tiny_sam2(tmp_path_factory.mktemp("sam2"))
+
+
+@pytest.fixture(scope="module")
+def ocr_dir(tmp_path_factory) -> Path:
+    return build_tiny_got_ocr2(tmp_path_factory.mktemp("ocr"))
 
 
 def picture(seed: int, size: tuple[int, int] = (96, 64)) -> np.ndarray:
@@ -136,14 +142,33 @@ def test_points_are_read_as_the_reference_reads_them():
     assert extract_points("no points here", 100, 100) == []
 
 
+# -- OCR ----------------------------------------------------------------------------------------------------------
+def test_ocr_reads_every_image_of_a_batch_as_alone(ocr_dir: Path):
+    model = PerceptionModel("ocr", GotOcrRunner(max_new_tokens=12), str(ocr_dir))
+    requests = [PerceptionRequest(picture(i, (90, 40 + 9 * i))) for i in range(4)]
+    together = model.batch(requests)
+    assert [r.group for r in together] == [4] * 4  # one prompt, one square input: every call shares the pass
+    texts = [r.result["text"] for r in together if r.result is not None]
+    assert len(texts) == 4 and len(set(texts)) > 1  # the images were read, each its own way
+    assert [r.result for r in together] == [model.batch([r])[0].result for r in requests]
+    assert all(r.result is not None and r.result["texts"] == lines_of(r.result["text"]) for r in together)
+
+
+def test_ocr_lines_are_the_non_empty_stripped_lines():
+    assert lines_of(" 1970 \n\n Sales\n") == ["1970", "Sales"] and lines_of("\n\n") == []
+
+
 # -- the tools ----------------------------------------------------------------------------------------------------
-def test_the_tools_answer_with_the_workers_texts(tmp_path: Path, dino_dir: Path, sam2_dir: Path):
-    served = fronts(Settings(data_dir=tmp_path, grounding_dino_model=str(dino_dir), sam2_model=str(sam2_dir)))
+def test_the_tools_answer_with_the_workers_texts(tmp_path: Path, dino_dir: Path, sam2_dir: Path, ocr_dir: Path):
+    served = fronts(Settings(data_dir=tmp_path, grounding_dino_model=str(dino_dir), sam2_model=str(sam2_dir),
+                             ocr_model=str(ocr_dir), ocr_max_new_tokens=8))
     image = Image.fromarray(picture(7))
     ctx = context(served, image)
     out = GroundingDino().run(ctx, GroundingDino.Args(image="img_1", param="a red cat", box_threshold=0.0))
     detections = ast.literal_eval(out.text)
     assert out.ok and detections["size"] == [64, 96] and len(detections["boxes"]) > 0
+    out = Ocr().run(ctx, Ocr.Args(image="img_1"))
+    assert out.ok and isinstance(ast.literal_eval(out.text), list) and ast.literal_eval(out.text) == out.meta["texts"]
     seg = SegmentRegionAroundPoint()
     out = seg.run(ctx, seg.Args(image="img_1", param='x="50" y="50"'))
     assert out.ok and out.text == "Segmentation completed." and len(out.images) == 1

@@ -27,6 +27,7 @@ from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.hostlink import HostTransport, node_transports
 from toolserver.metrics import Metrics
 from toolserver.perception.grounding_dino import GroundingDinoRunner
+from toolserver.perception.ocr import GotOcrRunner
 from toolserver.perception.sam2 import Sam2Runner
 from toolserver.perception.service import PerceptionFront, PerceptionModel
 from toolserver.pool import WorkPool
@@ -40,7 +41,7 @@ from toolserver.stores import SessionStore, build_store
 
 MODEL_NAMES = ("smfanet", "clip", "text")
 # OpenThinkIMG's model tools: on the node's model hosts with the others; in process beside a Ray Serve app.
-PERCEPTION_MODELS = ("grounding_dino", "sam2")
+PERCEPTION_MODELS = ("grounding_dino", "sam2", "ocr")
 log = logging.getLogger("toolserver.sandbox")
 
 
@@ -177,6 +178,9 @@ def build_models(s: Settings, names: tuple[str, ...] = MODEL_NAMES + PERCEPTION_
     if "sam2" in names:
         models["sam2"] = PerceptionModel("sam2", Sam2Runner(), s.sam2_model, s.perception_device,
                                          "TOOLSERVER_SAM2_MODEL")
+    if "ocr" in names:
+        models["ocr"] = PerceptionModel("ocr", GotOcrRunner(s.ocr_max_new_tokens), s.ocr_model, s.perception_device,
+                                        "TOOLSERVER_OCR_MODEL")
     return models
 
 

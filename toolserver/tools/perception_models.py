@@ -1,10 +1,12 @@
-"""OpenThinkIMG's model tools, named, shaped and worded as its workers: `grounding_dino` (GroundingDINO) and
-`SegmentRegionAroundPoint` (SAM2). The networks run on the node's model service (`toolserver.perception`), where
-the calls of every session meet in one batcher per device.
+"""OpenThinkIMG's model tools, named, shaped and worded as its workers: `grounding_dino` (GroundingDINO), `OCR`
+(GOT-OCR2 in place of EasyOCR, `toolserver.perception.ocr`) and `SegmentRegionAroundPoint` (SAM2). The networks
+run on the node's model service (`toolserver.perception`), where the calls of every session meet in one batcher
+per device.
 
 - `grounding_dino`: `caption` (or `param`), `box_threshold` (default 0.3) and `text_threshold` (default 0.25, the
   defaults of the reference's test message); the text is the worker's detection dict as Python prints it:
   `{'boxes': [[x1, y1, x2, y2], …] (0-1), 'logits': […], 'phrases': […], 'size': [H, W]}`.
+- `OCR`: `image` only; the text is the list of texts read, as Python prints it (`['1970', 'Sales']`).
 - `SegmentRegionAroundPoint`: `param` holds points as `x="21.5" y="28.5"` (several: `x1=… y1=… x2=…`), in
   percent of the image; values above 100 are skipped. The answer is "Segmentation completed." and the picture of
   the mask, or "No valid points extracted.".
@@ -88,6 +90,28 @@ class GroundingDino(Tool):
         except RuntimeError as exc:
             return ToolOutput.failure(f"{SERVER_ERROR_MSG}\n\n({exc})", "model_error")
         return ToolOutput(text=str(result), meta={"source": entry.key, **result})
+
+
+class OcrArgs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    image: ImageRef
+
+
+class Ocr(Tool):
+    name = "OCR"
+    lane = "heavy"
+    description = "Extract the text of an image: a list of the text lines read, top to bottom."
+    Args = OcrArgs
+
+    def run(self, ctx: ToolContext, args: OcrArgs) -> ToolOutput:
+        entry = ctx.image(args.image)
+        pixels = np.asarray(entry.pixels.convert("RGB"), dtype=np.uint8)
+        try:
+            result = run_model(ctx, "ocr", pixels, {})
+        except RuntimeError as exc:
+            return ToolOutput.failure(f"Error when ocr: {exc}", "model_error")
+        return ToolOutput(text=str(result["texts"]), meta={"source": entry.key, "texts": result["texts"]})
 
 
 class SegmentArgs(BaseModel):
