@@ -23,6 +23,11 @@ import numpy as np
 from toolserver.batching import ModelFront, Transport
 
 
+# Loads are serialised across models: transformers' lazy module, imported from several threads at once, can be seen
+# half-initialised (an AttributeError for a class it has).
+_LOADING = threading.Lock()
+
+
 class ModelUnavailable(RuntimeError):
     """The model is not configured, its weights are not on this host, or they failed to load."""
 
@@ -96,7 +101,9 @@ class PerceptionModel:
         self._lock = threading.Lock()
 
     def _ensure_loaded(self) -> None:
-        with self._lock:
+        if self.loaded:
+            return
+        with self._lock, _LOADING:
             if self.loaded:
                 return
             if self.target is None:
