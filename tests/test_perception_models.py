@@ -24,7 +24,14 @@ from toolserver.perception.ocr import GotOcrRunner, lines_of
 from toolserver.perception.sam2 import Sam2Runner
 from toolserver.perception.service import PerceptionFront, PerceptionModel, PerceptionRequest, locate
 from toolserver.tools.base import ToolContext
-from toolserver.tools.perception_models import GroundingDino, Ocr, SegmentRegionAroundPoint, extract_points
+from toolserver.tools.perception_models import (
+    GroundingDino,
+    Ocr,
+    SegmentRegionAroundPoint,
+    WorkerAnswer,
+    extract_points,
+    plain_reply,
+)
 
 pytestmark = pytest.mark.usefixtures("offline")
 
@@ -177,6 +184,26 @@ def test_the_tools_answer_with_the_workers_texts(tmp_path: Path, dino_dir: Path,
     assert (out.ok, out.text, out.images) == (False, "No valid points extracted.", [])
 
 
+def test_a_profile_hands_the_worker_its_image_and_writes_its_answers(tmp_path: Path, sam2_dir: Path):
+    served = fronts(Settings(data_dir=tmp_path, sam2_model=str(sam2_dir)))
+    first, newest = Image.fromarray(picture(1)), Image.fromarray(picture(2, (50, 40)))
+    entries = tuple(ImageEntry(key=k, index=i, origin="input", pixels=img, view_size=img.size)
+                    for i, (k, img) in enumerate([("img_1", first), ("img_2", newest)]))
+    ctx = ToolContext("s", entries, {}, Coords.ABS_ORIGINAL, 0, perception=served)
+    answers: list[WorkerAnswer] = []
+
+    def reply(ctx: ToolContext, answer: WorkerAnswer):
+        answers.append(answer)
+        return plain_reply(ctx, answer)
+
+    seg = SegmentRegionAroundPoint(source=lambda ctx, ref: ctx.images[-1].pixels, reply=reply)
+    out = seg.run(ctx, seg.Args(image="img_1", param='x="50" y="50"'))
+    assert out.meta["points"] == [[25.0, 20.0]]  # the newest image's pixels (50x40), whatever `image` named
+    seg.run(ctx, seg.Args(image="img_1", param="nothing"))
+    assert [(a.text, a.image is not None, a.image_field, a.code) for a in answers] == [
+        ("Segmentation completed.", True, True, None), ("No valid points extracted.", False, True, "no_points")]
+
+
 def test_a_model_not_configured_or_missing_fails_with_the_setting_to_set(tmp_path: Path):
     served = fronts(Settings(data_dir=tmp_path, grounding_dino_model="", sam2_model=str(tmp_path / "absent")))
     ctx = context(served, Image.fromarray(picture(1)))
@@ -221,3 +248,18 @@ def test_concurrent_sessions_meet_in_one_batch(dino_dir: Path):
         thread.join()
     assert max(sizes) > 1  # the calls shared batches
     assert all(same_detections(answers[i], model.batch([r])[0].result) for i, r in enumerate(requests))
+
+
+def test_readyz_says_where_each_perception_model_was_found(tmp_path: Path, dino_dir: Path):
+    from fastapi.testclient import TestClient
+
+    from toolserver.api import create_app
+
+    settings = Settings(data_dir=tmp_path / "data", workers=2, clip_model="", grounding_dino_model=str(dino_dir),
+                        sam2_model="", ocr_model=str(tmp_path / "absent"))
+    with TestClient(create_app(settings)) as client:
+        ready = client.get("/readyz").json()["perception"]
+    assert ready["grounding_dino"] == {"available": True, "model": str(dino_dir), "where": f"local directory {dino_dir}",
+                                       "loaded": False, "error": None, "served_by": "in-process"}
+    assert ready["sam2"]["available"] is False and ready["sam2"]["where"] == "no model configured"
+    assert ready["ocr"]["where"] == f"{tmp_path / 'absent'} does not exist"

@@ -22,7 +22,6 @@ import numpy as np
 
 from toolserver.batching import ModelFront, Transport
 
-
 # Loads are serialised across models: transformers' lazy module, imported from several threads at once, can be seen
 # half-initialised (an AttributeError for a class it has).
 _LOADING = threading.Lock()

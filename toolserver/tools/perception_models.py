@@ -13,13 +13,23 @@ per device.
 
 A model that is not configured or whose weights are not on this host fails the call with a text naming the
 setting to set; the reference's own failure texts are kept for errors inside the model.
+
+Two hooks let a profile play its system's client around the workers: `source` (which image the worker is handed:
+by default the one `image` names) and `reply` (how a `WorkerAnswer` becomes the call's answer: by default its text,
+and its image when it has one; a failure without `ok`). OpenThinkIMG's rollout, for one, hands every worker the
+newest image as a JPEG and writes an image field without an image back as the task's question.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
@@ -32,6 +42,32 @@ SERVER_ERROR_MSG = "**NETWORK ERROR DUE TO HIGH TRAFFIC. PLEASE REGENERATE OR RE
 POINT = re.compile(r'x\d*=\s*\\?"?([0-9]+(?:\.[0-9]*)?)\\?"?\s*y\d*=\s*\\?"?([0-9]+(?:\.[0-9]*)?)\\?"?')
 
 
+@dataclass
+class WorkerAnswer:
+    """What a worker answered: its text, its image (if any), whether its answer has an image field at all (the
+    segmenting worker's does, empty on failure), and a code when it failed."""
+
+    text: str
+    image: Image.Image | None = None
+    image_field: bool = False
+    code: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+Source = Callable[[ToolContext, "str | int"], Image.Image]
+Reply = Callable[[ToolContext, WorkerAnswer], ToolOutput]
+
+
+def named_image(ctx: ToolContext, ref: str | int) -> Image.Image:
+    return ctx.image(ref).pixels
+
+
+def plain_reply(ctx: ToolContext, answer: WorkerAnswer) -> ToolOutput:
+    if answer.code is not None:
+        return ToolOutput.failure(answer.text, answer.code, **answer.meta)
+    return ToolOutput(text=answer.text, images=[answer.image] if answer.image is not None else [], meta=answer.meta)
+
+
 def model_front(ctx: ToolContext, name: str) -> PerceptionFront:
     front = (ctx.perception or {}).get(name)
     if front is None:
@@ -40,8 +76,6 @@ def model_front(ctx: ToolContext, name: str) -> PerceptionFront:
 
 
 def run_model(ctx: ToolContext, name: str, pixels: np.ndarray, params: dict) -> dict:
-    import time
-
     front = model_front(ctx, name)
     timeout = None if ctx.deadline is None else max(0.0, ctx.deadline - time.monotonic())
     try:
@@ -61,6 +95,18 @@ def extract_points(param: str, width: int, height: int) -> list[tuple[float, flo
     return points
 
 
+class ModelTool(Tool):
+    lane = "heavy"
+
+    def __init__(self, source: Source = named_image, reply: Reply = plain_reply) -> None:
+        self.source = source
+        self.reply = reply
+
+    def pixels(self, ctx: ToolContext, ref: str | int) -> tuple[Image.Image, np.ndarray]:
+        image = self.source(ctx, ref).convert("RGB")
+        return image, np.asarray(image, dtype=np.uint8)
+
+
 class GroundingDinoArgs(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -71,25 +117,23 @@ class GroundingDinoArgs(BaseModel):
     text_threshold: float = Field(default=0.25, ge=0, le=1, description="Words of the caption above this name a box.")
 
 
-class GroundingDino(Tool):
+class GroundingDino(ModelTool):
     name = "grounding_dino"
-    lane = "heavy"
     description = ("Detect the objects a caption describes with GroundingDINO: boxes (x1, y1, x2, y2, 0-1), their "
                    "scores and phrases, and the image size [H, W].")
     Args = GroundingDinoArgs
 
     def run(self, ctx: ToolContext, args: GroundingDinoArgs) -> ToolOutput:
-        entry = ctx.image(args.image)
         caption = args.param if args.param is not None else args.caption
         if caption is None:
             raise ToolFailure("Error: grounding_dino needs a `caption` (or `param`).", "invalid_arguments")
-        pixels = np.asarray(entry.pixels.convert("RGB"), dtype=np.uint8)
+        _, pixels = self.pixels(ctx, args.image)
         params = {"caption": caption, "box_threshold": args.box_threshold, "text_threshold": args.text_threshold}
         try:
             result = run_model(ctx, "grounding_dino", pixels, params)
         except RuntimeError as exc:
-            return ToolOutput.failure(f"{SERVER_ERROR_MSG}\n\n({exc})", "model_error")
-        return ToolOutput(text=str(result), meta={"source": entry.key, **result})
+            return self.reply(ctx, WorkerAnswer(f"{SERVER_ERROR_MSG}\n\n({exc})", code="model_error"))
+        return self.reply(ctx, WorkerAnswer(str(result), meta=result))
 
 
 class OcrArgs(BaseModel):
@@ -98,20 +142,18 @@ class OcrArgs(BaseModel):
     image: ImageRef
 
 
-class Ocr(Tool):
+class Ocr(ModelTool):
     name = "OCR"
-    lane = "heavy"
     description = "Extract the text of an image: a list of the text lines read, top to bottom."
     Args = OcrArgs
 
     def run(self, ctx: ToolContext, args: OcrArgs) -> ToolOutput:
-        entry = ctx.image(args.image)
-        pixels = np.asarray(entry.pixels.convert("RGB"), dtype=np.uint8)
+        _, pixels = self.pixels(ctx, args.image)
         try:
             result = run_model(ctx, "ocr", pixels, {})
         except RuntimeError as exc:
-            return ToolOutput.failure(f"Error when ocr: {exc}", "model_error")
-        return ToolOutput(text=str(result["texts"]), meta={"source": entry.key, "texts": result["texts"]})
+            return self.reply(ctx, WorkerAnswer(f"Error when ocr: {exc}", code="model_error"))
+        return self.reply(ctx, WorkerAnswer(str(result["texts"]), meta={"texts": result["texts"]}))
 
 
 class SegmentArgs(BaseModel):
@@ -122,24 +164,21 @@ class SegmentArgs(BaseModel):
                                    'x2="…" y2="…"`).')
 
 
-class SegmentRegionAroundPoint(Tool):
+class SegmentRegionAroundPoint(ModelTool):
     name = "SegmentRegionAroundPoint"
-    lane = "heavy"
     description = "Segment the region around the given points with SAM2 and show the mask on the image."
     Args = SegmentArgs
 
     def run(self, ctx: ToolContext, args: SegmentArgs) -> ToolOutput:
-        entry = ctx.image(args.image)
-        image = entry.pixels.convert("RGB")
+        image, pixels = self.pixels(ctx, args.image)
         points = extract_points(args.param, *image.size)
         if not points:
-            return ToolOutput.failure("No valid points extracted.", "no_points")
-        pixels = np.asarray(image, dtype=np.uint8)
+            return self.reply(ctx, WorkerAnswer("No valid points extracted.", image_field=True, code="no_points"))
         try:
             result = run_model(ctx, "sam2", pixels, {"points": points})
             edited = segmented(image, np.asarray(result["mask"]), points)
         except (RuntimeError, ValueError) as exc:
-            return ToolOutput.failure(f"Error when using sam to SAMAroundPoint: {exc}", "model_error")
-        return ToolOutput(text="Segmentation completed.", images=[edited],
-                          meta={"source": entry.key, "points": [list(p) for p in points],
-                                "score": result["score"]})
+            return self.reply(ctx, WorkerAnswer(f"Error when using sam to SAMAroundPoint: {exc}", image_field=True,
+                                                code="model_error"))
+        return self.reply(ctx, WorkerAnswer("Segmentation completed.", edited, image_field=True,
+                                            meta={"points": [list(p) for p in points], "score": result["score"]}))
