@@ -263,3 +263,31 @@ def test_readyz_says_where_each_perception_model_was_found(tmp_path: Path, dino_
                                        "loaded": False, "error": None, "served_by": "in-process"}
     assert ready["sam2"]["available"] is False and ready["sam2"]["where"] == "no model configured"
     assert ready["ocr"]["where"] == f"{tmp_path / 'absent'} does not exist"
+
+
+def test_the_tools_run_over_http_on_the_servers_models(tmp_path: Path, dino_dir: Path, sam2_dir: Path,
+                                                       ocr_dir: Path):
+    """Through a server (`/v1/sessions/{id}/tools/{name}`): the call reaches the server's perception models."""
+    from fastapi.testclient import TestClient
+
+    from tests.profiles.helpers import call, image_of, make_session
+    from toolserver.api import create_app
+    from toolserver.profiles import PROFILES, register_profile
+    from toolserver.profiles.base import Profile, tools_by_name
+
+    register_profile(Profile("perception-models-test", "The model tools alone (a test's profile).",
+                             tools_by_name(GroundingDino(), Ocr(), SegmentRegionAroundPoint()),
+                             coords=Coords.ABS_ORIGINAL), source="test")
+    settings = Settings(data_dir=tmp_path / "data", workers=2, clip_model="", grounding_dino_model=str(dino_dir),
+                        sam2_model=str(sam2_dir), ocr_model=str(ocr_dir), ocr_max_new_tokens=4)
+    try:
+        with TestClient(create_app(settings)) as client:
+            sid = make_session(client, "perception-models-test", Image.fromarray(picture(3)))
+            found = call(client, sid, "grounding_dino", {"image": 0, "caption": "cat", "box_threshold": 0.0})
+            assert found["ok"] and ast.literal_eval(found["text"])["size"] == [64, 96]
+            assert isinstance(ast.literal_eval(call(client, sid, "OCR", {"image": 0})["text"]), list)
+            segment = call(client, sid, "SegmentRegionAroundPoint", {"image": 0, "param": 'x="50" y="50"'})
+            assert segment["text"] == "Segmentation completed." and image_of(segment).mode == "RGB"
+            assert client.get("/readyz").json()["perception"]["sam2"]["loaded"] is True
+    finally:
+        PROFILES.unregister("perception-models-test")
