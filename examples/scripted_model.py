@@ -139,6 +139,11 @@ SCRIPTS: dict[str, list[Any]] = {
         "<think>Zoom on the part that matters.</think><bbox>[10, 10, 200, 150]</bbox>",
         ANSWER,
     ],
+    "mmsearch-r1": [  # MMSearch-R1: an image search of the row (answered from the server's search cache, which
+        # needs SEARCH_CACHE and the session texts `search_key` and `prompt`: without them, an error it reads)
+        "<reason>I cannot tell which insect this is.</reason><search><img></search>",
+        ANSWER,
+    ],
 }
 
 

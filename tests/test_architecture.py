@@ -12,7 +12,7 @@ MAX_FUNCTION_LINES = 80
 
 
 def python_files() -> list[Path]:
-    roots = ["toolserver", "tests", "bench", "examples", "scripts"]
+    roots = ["toolserver", "tests", "bench", "examples", "scripts", "integrations"]
     return sorted(p for root in roots for p in (ROOT / root).rglob("*.py") if "__pycache__" not in p.parts)
 
 

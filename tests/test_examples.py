@@ -24,7 +24,7 @@ EXPECTED = {"openai": (4, 3, 3), "hermes": (3, 2, 2), "groundlight": (2, 1, 1), 
             "mgpo": (1, 1, 1), "mini-o3": (3, 2, 2), "deepeyes": (3, 2, 2), "pixel-reasoner": (3, 2, 2),
             "qwen-agent": (2, 1, 1), "nemo-gym": (1, 1, 1), "pyvision-rl": (1, 1, 1), "deepeyes-v2": (1, 1, 1),
             "thyme": (1, 1, 1), "chain-of-focus": (1, 1, 1), "visionthink": (1, 1, 1), "codedance": (1, 1, 1),
-            "vrag": (2, 2, 2)}
+            "vrag": (2, 2, 2), "mmsearch-r1": (1, 0, 0)}
 
 
 def rollout(capsys, toolserver: str, model: str, *extra: str) -> tuple[int, str, str]:

@@ -253,3 +253,14 @@ def test_the_ray_and_kubernetes_sections_match_the_files_they_describe():
     for setting in re.findall(r"`((?:SR|ENCODER|SESSION|MCP)_[A-Z_]+?)`", ray_text):
         if not setting.endswith("_"):
             assert setting.lower() in Settings.model_fields, setting
+
+
+def test_the_verifiers_snippet_is_the_tested_code():
+    """docs/verifiers.md shows examples/verifiers/rollout.py whole (tests_frameworks/test_verifiers.py runs it) and
+    names the verifiers version the leg pins."""
+    text = page("verifiers.md")
+    assert (ROOT / "examples" / "verifiers" / "rollout.py").read_text() in re.findall(r"```python\n(.*?)```", text,
+                                                                                    flags=re.S)
+    pin = re.search(r"^verifiers==([\d.]+)", (ROOT / "tests_frameworks" / "requirements-verifiers.txt").read_text(),
+                    flags=re.M)
+    assert pin is not None and f"`verifiers` {pin.group(1)}" in text

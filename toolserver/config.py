@@ -217,6 +217,8 @@ class Settings(BaseSettings):
                                             "perception calls that is not full waits for more.")
 
     documents_dir: Path | None = Field(default=None, description="Document library (default data_dir/documents).")
+    search_cache: Path | None = Field(default=None, description="Cached search results replayed by `mmsearch-r1` "
+                                      "and `deepeyes-v2` (FVQA's cache format): a JSON file or a directory of them.")
     chroma_url: str | None = Field(default=None, description="A Chroma server (several replicas); default: an "
                                    "embedded PersistentClient owned by this process.")
     clip_model: str = Field(default="clip-ViT-B-32", description="CLIP for page images: a local "

@@ -28,9 +28,12 @@ GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "deepeyes_v2_golden.js
 SESSIONS = {s["name"]: s for s in GOLDEN["sessions"]}
 VISION = "<|vision_start|><|image_pad|><|vision_end|>"
 # Where this service deviates on purpose (docs/decisions.md, "DeepEyesV2"); each has its own test below.
+# The searches need the session's `search_key` and a search cache: test_deepeyes_v2_search.py replays them (an integer
+# data index, `image_search_int_index`, cannot be a session text).
+SEARCHES = {"search_ok_placeholder", "image_search_cached", "image_search_not_fvqa", "search_missing_arguments",
+            "search_missing_name", "image_search_int_index"}
 DEVIATING = {"whitespace_only_code", "traceback_across_cells", "unpicklable_state_dropped", "imported_show_goes_stale",
-             "search_ok_placeholder", "image_search_cached", "image_search_not_fvqa", "search_missing_arguments",
-             "search_missing_name", "image_search_int_index",
+             *SEARCHES,
              # no reset: the reference's guard prefix runs in model code only when the init cell was skipped
              "guard_only_first_cell", "first_call_blank_figure"}
 
@@ -108,7 +111,9 @@ def code_turn(code: str) -> str:
     return f"<think>Let me look.</think>\n<code>\n```python\n{code}\n```\n</code>"
 
 
-def test_search_calls_are_refused_in_the_env_s_words_and_markup(client):
+def test_search_calls_without_a_cache_are_answered_in_the_env_s_markup(client):
+    """The cached searches are tests/profiles/test_deepeyes_v2_search.py's; without `SEARCH_CACHE` a well-formed
+    search says so, and the env's own errors come before it."""
     sid = new_session(client, [])
     recorded = SESSIONS["search_missing_name"]["turns"][0]
     answer = act(client, sid, recorded["action"])
@@ -116,9 +121,8 @@ def test_search_calls_are_refused_in_the_env_s_words_and_markup(client):
     assert answer["prompt"] == re.sub(r"for \S+<\|im_end\|>", "for None<|im_end|>", recorded["prompt"])
     served = act(client, sid, SESSIONS["search_ok_placeholder"]["turns"][0]["action"])
     assert served["done"] is False
-    assert served["prompt"] == ("<|im_end|>\n<|im_start|>user\nError: Search is not available on this server, only "
-                                'code: {"name": "search", "arguments": {"query": "cat breeds"}}.<|im_end|>\n'
-                                "<|im_start|>assistant\n<think>")
+    assert served["prompt"].startswith("<|im_end|>\n<|im_start|>user\nError: no search cache is configured on this "
+                                       "server (set SEARCH_CACHE")
 
 
 def test_whitespace_only_code_ends_the_episode(client):

@@ -24,8 +24,7 @@ def test_mgpo_reports_the_answer_it_graded() -> None:
     assert (result.total, result.details["answer"]) == (1.0, "\\text{B}")
 
 
-@pytest.mark.parametrize(("profile", "why"), [("mags-rl", "released no code"), ("imagent", "released no code"),
-                                             ("thyme", "not served yet")])
+@pytest.mark.parametrize(("profile", "why"), [("mags-rl", "released no code"), ("imagent", "released no code")])
 def test_a_profile_without_a_served_reward_says_why(profile: str, why: str) -> None:
     with pytest.raises(BadRequest, match=why):
         get_reward(profile)

@@ -35,6 +35,7 @@ from toolserver.sandbox.budget import Promise, budget_mb, fit
 from toolserver.sandbox.confine import Limits
 from toolserver.sandbox.executor import Sandbox, SandboxConfig
 from toolserver.sandbox.remote import RemoteSandbox
+from toolserver.searchcache import SearchCacheHolder
 from toolserver.sr.engine import SREngine
 from toolserver.sr.service import SRFront, SRModel
 from toolserver.stores import SessionStore, build_store
@@ -55,6 +56,7 @@ class Services:
     metrics: Metrics
     sandbox: Sandbox
     shared: SharedViews = field(default_factory=SharedViews)  # derived images shared by all sessions
+    search_cache: SearchCacheHolder = field(default_factory=lambda: SearchCacheHolder(None))  # loaded on first use
     perception: dict[str, PerceptionFront] = field(default_factory=dict)  # the perception models by name
 
     @classmethod
@@ -96,7 +98,7 @@ class Services:
         perception = {name: PerceptionFront(name, transports[name], on_batch=observer(name))
                       for name in PERCEPTION_MODELS}
         services = cls(s, build_store(s), pool, sr, build_library(s, clip, text), metrics, sandbox,
-                       perception=perception)
+                       search_cache=SearchCacheHolder(s.search_cache), perception=perception)
         services.register_gauges()
         return services
 

@@ -14,6 +14,7 @@ from toolserver.formats.hermes import HERMES
 from toolserver.formats.mags_rl import MAGS_RL
 from toolserver.formats.mgpo import MGPO
 from toolserver.formats.mini_o3 import MINI_O3
+from toolserver.formats.mmsearch_r1 import MMSEARCH_R1
 from toolserver.formats.nemo_gym import NEMO_GYM
 from toolserver.formats.pixel_reasoner import PIXEL_REASONER
 from toolserver.formats.qwen_agent import QWEN_AGENT
@@ -24,7 +25,7 @@ __all__ = ["FORMATS", "CallFormat", "Parsed", "ParsedCall", "TurnRule", "get_for
 
 FORMATS: Registry[CallFormat] = Registry("call format", lambda fmt: fmt.name)
 for _builtin in (HERMES, GROUNDLIGHT, MAGS_RL, MGPO, MINI_O3, QWEN_AGENT, DEEPEYES, PIXEL_REASONER, NEMO_GYM,
-                 VRAG):
+                 VRAG, MMSEARCH_R1):
     FORMATS.register(_builtin)
 
 

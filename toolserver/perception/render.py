@@ -24,21 +24,18 @@ def _mask_layer(mask: np.ndarray) -> np.ndarray:
 
 
 def segmented(image: Image.Image, mask: np.ndarray, points: list[tuple[float, float]]) -> Image.Image:
-    import matplotlib
+    # pyplot's default figure (6.4 x 4.8 in at 100 dpi), built without pyplot's global state: tools run in threads.
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots()
-    try:
-        ax.imshow(image)
-        ax.imshow(_mask_layer(mask))
-        coords = np.array(points, dtype=np.float64).reshape(-1, 2)
-        ax.scatter(coords[:, 0], coords[:, 1], color="green", marker="*", s=375, edgecolor="white", linewidth=1.25)
-        plt.axis("off")
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", bbox_inches="tight", pad_inches=0, transparent=True)
-    finally:
-        plt.close(fig)
+    fig = Figure()
+    ax = fig.subplots()
+    ax.imshow(image)
+    ax.imshow(_mask_layer(mask))
+    coords = np.array(points, dtype=np.float64).reshape(-1, 2)
+    ax.scatter(coords[:, 0], coords[:, 1], color="green", marker="*", s=375, edgecolor="white", linewidth=1.25)
+    ax.axis("off")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight", pad_inches=0, transparent=True)
     buffer.seek(0)
-    return Image.open(buffer).convert("RGB")
+    with Image.open(buffer) as drawn:
+        return drawn.convert("RGB")

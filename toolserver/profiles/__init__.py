@@ -22,7 +22,9 @@ from toolserver.profiles import (
     mags_rl,
     mgpo,
     mini_o3,
+    mmsearch_r1,
     nemo_gym,
+    openthinkimg,
     pixel_reasoner,
     pyvision_rl,
     qwen3_vl,
@@ -38,7 +40,7 @@ __all__ = ["BUILTIN_MODULES", "PROFILES", "Alpha", "Profile", "ProfileError", "g
 # The built-in systems, in the order `/v1/profiles` lists them.
 BUILTIN_MODULES = (default, arm_thinker, qwen3_vl, groundlight, mgpo, imagent, deepeyes, pixel_reasoner, mags_rl,
                    pyvision_rl, deepeyes_v2, thyme, mini_o3, chain_of_focus, visionthink, nemo_gym, codedance,
-                   vrag_rl, longvt)
+                   vrag_rl, longvt, mmsearch_r1, openthinkimg)
 
 PROFILES: Registry[Profile] = Registry("profile", lambda profile: profile.name)
 

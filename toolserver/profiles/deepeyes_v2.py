@@ -9,8 +9,9 @@ deepeyes_v2`: IPython, its traceback and figure capture, its alarm). `image_1` i
 The turn (`DeepEyesV2Format.parse`): a non-empty last `<answer>…</answer>`, anywhere, ends the episode (code beside
 it does not run). Else, if `<code>` occurs, the last ```` ```python ```` fence (newline after it, newline before the
 closing fence) of the last `<code>…</code>` is the code; none, or an empty one, ends the episode. Else the last
-`<tool_call>…</tool_call>` is a search call, which the reference answers with its own error texts when it is
-malformed; a well-formed one is not served here, and says so in the same words and markup.
+`<tool_call>…</tool_call>` is a search call: JSON that does not read gets the env's error text; the rest goes to
+the `search` tool, which answers as the env does, from the user's search cache (`SEARCH_CACHE`, FVQA's format:
+`toolserver.profiles.deepeyes_v2_search`, docs/search-replay.md).
 
 The code is rewritten as `fix_python_indentation` does (every line stripped, blank lines dropped, one level of
 indentation after each line ending in `:`, one less before `except`/`elif`/`else`/`finally`, then autopep8 at
@@ -45,6 +46,7 @@ from PIL import Image
 from toolserver.formats.base import Parsed, ParsedCall, RawTextFormat, TurnRule
 from toolserver.models import ToolResult
 from toolserver.profiles.base import Alpha, Profile
+from toolserver.profiles.deepeyes_v2_search import SEARCH_ERROR, DeepEyesV2Search
 from toolserver.profiles.pyvision_rl import CodeArgs
 from toolserver.sandbox.child import capped
 from toolserver.sandbox.executor import Execution, SandboxImage, SandboxUnavailable
@@ -63,7 +65,6 @@ VISION = "<|vision_start|><|image_pad|><|vision_end|>"
 RETURN_CODE_PROMPT = "Code execution result:\nstdout:\n```\n{stdout}\n```\n\nstderr:\n```\n{stderr}\n```\n\n{image}\n"
 KILLED = "TimeOutError: code execution timed out"  # the server's text for a cell that gave no result
 NOT_RUN = ("busy", "confinement_failed")  # the cell did not start
-NOT_SERVED = "Search is not available on this server, only code: {action}."
 
 # The namespace as the env's `reset` leaves it: its init cell (image_1, bound by the sandbox, as the reference
 # decodes it from a base64 PNG of the dataset's RGB image), and the modules the server's guard prefix imports in a
@@ -114,23 +115,18 @@ def fix_python_indentation(code: str) -> str:
         return code
 
 
-def search_call_text(action: str) -> str:
-    """What the env answers a `<tool_call>`: its error texts for a malformed one; a well-formed search is not
-    served here. The dataset index the reference names in its last error text is unknown here: `None`."""
+def search_call(action: str) -> ParsedCall | str:
+    """What the env does with a `<tool_call>`: its error text for JSON that does not read, else the call, which
+    the `search` tool answers as the env does (`toolserver.profiles.deepeyes_v2_search`)."""
     try:
-        call = json.loads(action.strip())
+        json.loads(action.strip())
     except Exception as exc:
         return f"Error: Invalid tool call format: {action.strip()}. Error: {exc}"
-    try:
-        name = call["name"]
-        arguments = call.get("arguments", None)
-        if name not in ("search", "image_search"):
-            return f"Error: Invalid tool call name: {action.strip()}."
-        if name == "image_search" and arguments is not None:
-            return f"Error: Invalid tool call parameters for image search: {action.strip()}."
-    except Exception as exc:
-        return f"Error: {exc} for None"
-    return "Error: " + NOT_SERVED.format(action=action.strip())
+    return ParsedCall("search", {"action": action.strip()})
+
+
+def search_failed(results: Sequence[ToolResult]) -> bool:
+    return any(r.error is not None and r.error.code == SEARCH_ERROR for r in results)
 
 
 class DeepEyesV2Format(RawTextFormat):
@@ -150,13 +146,22 @@ class DeepEyesV2Format(RawTextFormat):
             else:
                 out.done = True
         elif "<tool_call>" in text and (action := TOOL_CALL.findall(text)):
-            out.notices.append(search_call_text(action[-1]))
+            call = search_call(action[-1])
+            if isinstance(call, str):
+                out.notices.append(call)
+            else:
+                out.calls.append(call)
         else:
             out.done = True
         return out
 
+    def ends(self, parsed: Parsed, results: Sequence[ToolResult]) -> bool:
+        return search_failed(results) or super().ends(parsed, results)
+
     def prompt(self, results: Sequence[ToolResult], image: str = VISION) -> str | None:
         """Appended to the token stream right after `</code>` (generation stops there, the stop string kept)."""
+        if search_failed(results):  # the env's "Search error" ends the episode
+            return ""
         body = self.last_text(results)
         return "" if body is None else USER + body.replace("<image>", image) + ASSISTANT
 
@@ -228,7 +233,9 @@ def _streams(done: Execution) -> tuple[str, str]:
 
 
 PROFILES = (
-    Profile("deepeyes-v2", "DeepEyesV2's code environment: code in <code>, rewritten as it rewrites it, an IPython "
-            "namespace kept between turns, plt.show() figures and its observation template, exact.",
-            {"python": DeepEyesV2Python()}, call_format=DeepEyesV2Format(), alpha=Alpha.DROP),
+    Profile("deepeyes-v2", "DeepEyesV2's environment: code in <code>, rewritten as it rewrites it, an IPython "
+            "namespace kept between turns, plt.show() figures and its observation template, exact; its <tool_call> "
+            "image and text searches replayed from the search cache.",
+            {"python": DeepEyesV2Python(), "search": DeepEyesV2Search()}, call_format=DeepEyesV2Format(),
+            alpha=Alpha.DROP),
 )

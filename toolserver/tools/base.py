@@ -21,6 +21,7 @@ from toolserver.geometry import Coords
 from toolserver.memorymap import ImageEntry, SessionMap, find_image
 from toolserver.pool import LaneName
 from toolserver.schema import parameters_schema
+from toolserver.searchcache import SearchCacheHolder
 
 if TYPE_CHECKING:
     from toolserver.documents.library import DocumentLibrary
@@ -81,6 +82,7 @@ class ToolContext:
     sr: SRFront | None = None  # the super-resolution model, shared by all sessions
     documents: DocumentLibrary | None = None  # the document library, shared by all sessions
     sandbox: Sandbox | None = None  # the code sandbox, shared by all sessions
+    search_cache: SearchCacheHolder | None = None  # the user's cached search results (`SEARCH_CACHE`)
     perception: Mapping[str, PerceptionFront] | None = None  # the perception models by name, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
     deadline: float | None = None  # time.monotonic() by which the call must finish

@@ -121,7 +121,7 @@ class GroundingDino(ModelTool):
     name = "grounding_dino"
     description = ("Detect the objects a caption describes with GroundingDINO: boxes (x1, y1, x2, y2, 0-1), their "
                    "scores and phrases, and the image size [H, W].")
-    Args = GroundingDinoArgs
+    Args: type[BaseModel] = GroundingDinoArgs
 
     def run(self, ctx: ToolContext, args: GroundingDinoArgs) -> ToolOutput:
         caption = args.param if args.param is not None else args.caption
@@ -145,7 +145,7 @@ class OcrArgs(BaseModel):
 class Ocr(ModelTool):
     name = "OCR"
     description = "Extract the text of an image: a list of the text lines read, top to bottom."
-    Args = OcrArgs
+    Args: type[BaseModel] = OcrArgs
 
     def run(self, ctx: ToolContext, args: OcrArgs) -> ToolOutput:
         _, pixels = self.pixels(ctx, args.image)
@@ -167,7 +167,7 @@ class SegmentArgs(BaseModel):
 class SegmentRegionAroundPoint(ModelTool):
     name = "SegmentRegionAroundPoint"
     description = "Segment the region around the given points with SAM2 and show the mask on the image."
-    Args = SegmentArgs
+    Args: type[BaseModel] = SegmentArgs
 
     def run(self, ctx: ToolContext, args: SegmentArgs) -> ToolOutput:
         image, pixels = self.pixels(ctx, args.image)
