@@ -5,6 +5,7 @@ worker's texts written back in the rollout's OBSERVATION lines, an empty image f
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -78,3 +79,27 @@ def test_segmenting_answers_its_picture_or_the_question(client):
     none = turn(client, sid, "SegmentRegionAroundPoint", {"image": "img_1", "param": 'x="500" y="50"'})
     assert none["results"][0]["text"] == "No valid points extracted."
     assert "What is shown?" in texts(none)  # an empty image field: the rollout asks its question again
+
+
+def test_a_model_this_server_lacks_is_a_worker_not_running(tmp_path: Path):
+    (profile,) = OPENTHINKIMG
+    register_profile(type(profile)(NAME + "-bare", profile.description,
+                                   tools_by_name(*IMAGE_TOOLS, WorkerOcr(), WorkerSegmentRegionAroundPoint()),
+                                   coords=profile.coords, call_format=profile.format, alpha=profile.alpha),
+                     source="test")
+    settings = Settings(data_dir=tmp_path / "data", workers=2, clip_model="", sam2_model="", ocr_model="")
+    try:
+        with TestClient(create_app(settings)) as client:
+            body = {"profile": NAME + "-bare", "images": [{"data": b64(png_bytes(Image.fromarray(picture(5))))}]}
+            sid = client.post("/v1/sessions", json=body).json()["session_id"]
+            answer = turn(client, sid, "ocr", {"image": "img_1"})
+            assert answer["observation"][0]["content"][-1]["text"] == (
+                "OBSERVATION:\nocr model outputs: Tool OCR not found.\n"
+                "Please summarize the model outputs and answer my first question.")
+            result = answer["results"][0]
+            assert result["ok"] is False and result["meta"]["reason"] == (
+                "Error: GOT-OCR2 is not available on this server: no model configured (set TOOLSERVER_OCR_MODEL)")
+            seg = turn(client, sid, "SegmentRegionAroundPoint", {"image": "img_1", "param": 'x="5" y="5"'})
+            assert seg["results"][0]["text"] == "Tool SegmentRegionAroundPoint not found."
+    finally:
+        PROFILES.unregister(NAME + "-bare")

@@ -10,17 +10,22 @@ through `worker.py`'s helpers (`docs/perception.md`, the model tools' contract):
   the field is empty ("No valid points extracted.", "Missing 'param' or 'image' in the input parameters.", its
   errors).
 
+A model this server does not have (not configured, weights missing) is a worker that is not running: the rollout's
+tool manager answers `Tool <name> not found.`, and so does the tool, with the reason in `meta["reason"]`.
+
 SAM reads its points with its own pattern (`perception_models.extract_points`: `x…=` then `y…=`), not the drawing
 workers' (`worker.worker_points`), as the two workers differ.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PIL import Image
 
-from toolserver.tools.base import ToolContext, ToolOutput
+from toolserver.errors import ToolFailure
+from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.perception.worker import (
     SERVER_ERROR,
     WorkerArgs,
@@ -42,6 +47,16 @@ from toolserver.tools.perception_models import (
 def newest_image(ctx: ToolContext, ref: str | int) -> Image.Image:
     """Whatever `img_N` the action names, the rollout hands the worker its newest image (a JPEG, decoded)."""
     return worker_image(ctx)
+
+
+def not_running(ctx: ToolContext, tool: Tool, run: Callable[[], ToolOutput]) -> ToolOutput:
+    """`run()`, or the tool manager's answer for a worker that is not running where the model is unavailable."""
+    try:
+        return run()
+    except ToolFailure as failure:
+        if failure.code != "model_unavailable":
+            raise
+        return text_answer(ctx, f"Tool {tool.name} not found.", "model_unavailable", reason=failure.text)
 
 
 def rollout_reply(ctx: ToolContext, answer: WorkerAnswer) -> ToolOutput:
@@ -66,7 +81,8 @@ class WorkerOcr(Ocr):
             return text_answer(ctx, SERVER_ERROR.format(name=self.name), "invalid_arguments")
         if args["image"] is None:
             return text_answer(ctx, "Missing 'image' for the ocr input parameters.", "invalid_arguments")
-        return super().run(ctx, OcrArgs.model_construct(image=args["image"]))
+        return not_running(ctx, self, lambda: super(WorkerOcr, self).run(ctx, OcrArgs.model_construct(
+            image=args["image"])))
 
 
 class WorkerSegmentRegionAroundPoint(SegmentRegionAroundPoint):
@@ -81,4 +97,5 @@ class WorkerSegmentRegionAroundPoint(SegmentRegionAroundPoint):
             return text_answer(ctx, SERVER_ERROR.format(name=self.name), "invalid_arguments")
         if args["param"] is None or args["image"] is None:
             return fallback(ctx, "Missing 'param' or 'image' in the input parameters.", "invalid_arguments")
-        return super().run(ctx, SegmentArgs.model_construct(image=args["image"], param=str(args["param"])))
+        arguments = SegmentArgs.model_construct(image=args["image"], param=str(args["param"]))
+        return not_running(ctx, self, lambda: super(WorkerSegmentRegionAroundPoint, self).run(ctx, arguments))
