@@ -11,6 +11,7 @@ to the node's model hosts as SMFANet's do.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -44,6 +45,8 @@ def locate(spec: str) -> tuple[str | None, str]:
     local directory or an HF id already in the HF cache: nothing is downloaded."""
     if not spec or spec.lower() == "none":
         return None, "no model configured"
+    if importlib.util.find_spec("transformers") is None:
+        return None, "transformers is not installed (the `perception` extra: pip install 'vlm-toolserver[perception]')"
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
