@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 EXTRAS = ["mathruler", "math_verify", "pylatexenc", "chromadb", "sentence_transformers", "ray", "selenium",
-          "reportlab", "yaml", "openai", "mkdocs", "schemathesis"]
+          "reportlab", "yaml", "openai", "mkdocs", "schemathesis", "transformers", "huggingface_hub"]
 PROGRAM = f"""
 import sys
 for name in {EXTRAS!r}:

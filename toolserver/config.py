@@ -200,6 +200,22 @@ class Settings(BaseSettings):
     model_host_dir: Path | None = Field(default=None, description="Where the model hosts' sockets and key are made "
                                         "(a private 0700 directory; default: a fresh one under the system's temp).")
 
+    # OpenThinkIMG's model tools (toolserver.perception): transformers directories, never downloaded.
+    grounding_dino_model: str = Field(default="IDEA-Research/grounding-dino-tiny", description="GroundingDINO for "
+                                      "`grounding_dino`: a local transformers directory or an HF id already in the "
+                                      "HF cache; '' = off.")
+    sam2_model: str = Field(default="facebook/sam2-hiera-large", description="SAM2 for `SegmentRegionAroundPoint`: a "
+                            "local transformers directory or an HF id already in the HF cache; '' = off.")
+    ocr_model: str = Field(default="stepfun-ai/GOT-OCR-2.0-hf", description="GOT-OCR2 for `OCR`: a local "
+                           "transformers directory or an HF id already in the HF cache; '' = off.")
+    ocr_max_new_tokens: int = Field(default=4096, ge=1, le=16384, description="Most tokens GOT-OCR2 reads per image.")
+    perception_device: str = Field(default="auto", description="Device for the perception models (`auto`: CUDA when "
+                                   "present; a model host puts them on its own device).")
+    perception_batch_calls: int = Field(default=16, ge=1, description="Perception-model calls of any sessions run "
+                                        "together (same-shaped ones share a forward pass).")
+    perception_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000, description="How long a batch of "
+                                            "perception calls that is not full waits for more.")
+
     documents_dir: Path | None = Field(default=None, description="Document library (default data_dir/documents).")
     search_cache: Path | None = Field(default=None, description="Cached search results replayed by `mmsearch-r1` "
                                       "and `deepeyes-v2` (FVQA's cache format): a JSON file or a directory of them.")

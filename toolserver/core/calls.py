@@ -163,6 +163,7 @@ class ToolCalls:
         for attempt in range(WAITS_FOR_SHARED + 1):
             ctx = ToolContext.of(session, sr=self.services.sr, documents=self.services.documents,
                                  sandbox=self.services.sandbox, search_cache=self.services.search_cache,
+                                 perception=self.services.perception,
                                  sr_max_output_pixels=s.sr_max_output_pixels,
                                  deadline=deadline, cached_view=store.view_lookup(session), calls=log,
                                  share=partial(shared.image, defer=attempt < WAITS_FOR_SHARED))

@@ -118,7 +118,8 @@ def host_settings(spec: dict[str, Any]) -> Settings:
     """The settings the supervisor had, with this host's device for every model."""
     settings = Settings(**spec["settings"])
     device = str(spec["device"])
-    return settings.model_copy(update={"sr_device": device, "doc_device": device, "model_hosts": ""})
+    return settings.model_copy(update={"sr_device": device, "doc_device": device, "perception_device": device,
+                                       "model_hosts": ""})
 
 
 def watch_parent(parent_pid: int, stop: threading.Event) -> None:

@@ -28,6 +28,8 @@ class Readiness(BaseModel):
     super_resolution: dict[str, Any]
     documents: dict[str, Any]
     sandbox: dict[str, Any]
+    # OpenThinkIMG's perception models by name: where each was found (or why not), loaded yet, the last load error.
+    perception: dict[str, dict[str, Any]] = {}
     reason: str | None = None
 
     @property
@@ -55,4 +57,5 @@ async def readiness(services: Services, *, draining: bool = False) -> Readiness:
                      sessions=store.get("sessions"), bytes_held=store.get("bytes_held"), session_store=store,
                      workers=services.pool.workers, queue_limit=services.pool.queue_limit, super_resolution=sr,
                      documents=services.documents.status(), sandbox=services.sandbox.describe(),
+                     perception={name: front.status() for name, front in services.perception.items()},
                      reason="; ".join(reasons) if reasons else None)

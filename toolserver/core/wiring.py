@@ -26,6 +26,10 @@ from toolserver.documents.encoders import Encoder
 from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.hostlink import HostTransport, node_transports
 from toolserver.metrics import Metrics
+from toolserver.perception.grounding_dino import GroundingDinoRunner
+from toolserver.perception.ocr import GotOcrRunner
+from toolserver.perception.sam2 import Sam2Runner
+from toolserver.perception.service import PerceptionFront, PerceptionModel
 from toolserver.pool import WorkPool
 from toolserver.sandbox.budget import Promise, budget_mb, fit
 from toolserver.sandbox.confine import Limits
@@ -37,6 +41,8 @@ from toolserver.sr.service import SRFront, SRModel
 from toolserver.stores import SessionStore, build_store
 
 MODEL_NAMES = ("smfanet", "clip", "text")
+# OpenThinkIMG's model tools: on the node's model hosts with the others; in process beside a Ray Serve app.
+PERCEPTION_MODELS = ("grounding_dino", "sam2", "ocr")
 log = logging.getLogger("toolserver.sandbox")
 
 
@@ -51,14 +57,18 @@ class Services:
     sandbox: Sandbox
     shared: SharedViews = field(default_factory=SharedViews)  # derived images shared by all sessions
     search_cache: SearchCacheHolder = field(default_factory=lambda: SearchCacheHolder(None))  # loaded on first use
+    perception: dict[str, PerceptionFront] = field(default_factory=dict)  # the perception models by name
 
     @classmethod
     def build(cls, s: Settings, transports: dict[str, Transport] | None = None) -> Services:
         """`transports`: how to reach each model (by `MODEL_NAMES`); by default the models run in this process."""
         if transports is None and s.model_host_addresses():  # a worker of a node whose models run in model hosts
-            transports = node_transports(s, names=MODEL_NAMES)
+            transports = node_transports(s, names=MODEL_NAMES + PERCEPTION_MODELS)
         if transports is None:
             transports = {name: LocalTransport(model, batch_rule(s, name)) for name, model in build_models(s).items()}
+        missing = tuple(name for name in PERCEPTION_MODELS if name not in transports)  # a Ray Serve app's ingress
+        transports = {**transports, **{name: LocalTransport(model, batch_rule(s, name))
+                                       for name, model in build_models(s, missing).items()}}
         heavy_workers = s.heavy_workers
         if heavy_workers is None and transports["smfanet"].where != LocalTransport.where:
             # The heavy lane's threads only wait for a model deployment elsewhere: enough of them that the calls of
@@ -85,14 +95,18 @@ class Services:
         sr = SRFront(transports["smfanet"], on_batch=observer("smfanet"))
         clip = EncoderFront("clip", transports["clip"], on_batch=observer("clip"))
         text = EncoderFront("text", transports["text"], on_batch=observer("text"))
+        perception = {name: PerceptionFront(name, transports[name], on_batch=observer(name))
+                      for name in PERCEPTION_MODELS}
         services = cls(s, build_store(s), pool, sr, build_library(s, clip, text), metrics, sandbox,
-                       search_cache=SearchCacheHolder(s.search_cache))
+                       search_cache=SearchCacheHolder(s.search_cache), perception=perception)
         services.register_gauges()
         return services
 
     def refresh_models(self) -> None:
         """Read again what each model serves (readiness does, so a model deployment that came up late is seen)."""
         self.sr.refresh()
+        for front in self.perception.values():
+            front.refresh()
         for encoder in self.documents.encoders.values():
             encoder.refresh()
 
@@ -145,8 +159,9 @@ def build_sandbox(s: Settings, on_execution: Callable[[str], None] | None = None
     return Sandbox(config, on_execution=on_execution)
 
 
-def build_models(s: Settings, names: tuple[str, ...] = MODEL_NAMES) -> dict[str, Model]:
-    """The model services, where they run: SMFANet's engine and the two document encoders (loaded lazily)."""
+def build_models(s: Settings, names: tuple[str, ...] = MODEL_NAMES + PERCEPTION_MODELS) -> dict[str, Model]:
+    """The model services, where they run: SMFANet's engine, the two document encoders and the perception models
+    (loaded lazily)."""
     models: dict[str, Model] = {}
     if "smfanet" in names:
         engine = SREngine(s.sr_model_dir, device=s.sr_device, tile=s.sr_tile, tile_pad=s.sr_tile_pad,
@@ -159,6 +174,15 @@ def build_models(s: Settings, names: tuple[str, ...] = MODEL_NAMES) -> dict[str,
         models["clip"] = EncoderModel(Encoder("clip", s.clip_model, s.doc_device))
     if "text" in names:
         models["text"] = EncoderModel(Encoder("text", s.text_model, s.doc_device, batch_size=64))
+    if "grounding_dino" in names:
+        models["grounding_dino"] = PerceptionModel("grounding_dino", GroundingDinoRunner(), s.grounding_dino_model,
+                                                   s.perception_device, "TOOLSERVER_GROUNDING_DINO_MODEL")
+    if "sam2" in names:
+        models["sam2"] = PerceptionModel("sam2", Sam2Runner(), s.sam2_model, s.perception_device,
+                                         "TOOLSERVER_SAM2_MODEL")
+    if "ocr" in names:
+        models["ocr"] = PerceptionModel("ocr", GotOcrRunner(s.ocr_max_new_tokens), s.ocr_model, s.perception_device,
+                                        "TOOLSERVER_OCR_MODEL")
     return models
 
 
@@ -166,6 +190,8 @@ def batch_rule(s: Settings, name: str) -> BatchRule:
     """How calls of many sessions are gathered for model `name` (the same rule in process and on Ray Serve)."""
     if name == "smfanet":
         return BatchRule(s.sr_batch_calls, s.sr_batch_wait_ms / 1000, s.sr_concurrent_batches)
+    if name in PERCEPTION_MODELS:
+        return BatchRule(s.perception_batch_calls, s.perception_batch_wait_ms / 1000, 1)
     return BatchRule(s.encoder_batch_calls, s.encoder_batch_wait_ms / 1000, 1)
 
 

@@ -25,6 +25,7 @@ from toolserver.searchcache import SearchCacheHolder
 
 if TYPE_CHECKING:
     from toolserver.documents.library import DocumentLibrary
+    from toolserver.perception.service import PerceptionFront
     from toolserver.sandbox.executor import Sandbox
     from toolserver.sr.service import SRFront
 
@@ -82,6 +83,7 @@ class ToolContext:
     documents: DocumentLibrary | None = None  # the document library, shared by all sessions
     sandbox: Sandbox | None = None  # the code sandbox, shared by all sessions
     search_cache: SearchCacheHolder | None = None  # the user's cached search results (`SEARCH_CACHE`)
+    perception: Mapping[str, PerceptionFront] | None = None  # the perception models by name, shared by all sessions
     sr_max_output_pixels: int = 16_777_216
     deadline: float | None = None  # time.monotonic() by which the call must finish
     # The session's call log (JSON records, oldest first), for profiles whose tools keep state beyond images
