@@ -26,7 +26,7 @@ FROM python:${PYTHON_VERSION}-slim-bookworm
 
 ARG TORCH_INDEX=""
 ARG FETCH_CLIP=0
-ARG EXTRAS=docs,rewards
+ARG EXTRAS=docs,rewards,perception
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

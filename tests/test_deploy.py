@@ -106,7 +106,7 @@ def test_the_dockerfile_copies_what_exists_and_installs_like_the_readme():
         for source in sources:
             assert (ROOT / source).exists(), source
     assert 'pip install -c constraints.txt ".[${EXTRAS}]"' in dockerfile  # torch stays pinned
-    assert "ARG EXTRAS=docs,rewards\n" in dockerfile  # the docs and rewards extras by default; add `ray` for Ray's image
+    assert "ARG EXTRAS=docs,rewards,perception\n" in dockerfile  # by default; add `ray` for Ray's image
     entrypoint = json.loads(re.search(r"^ENTRYPOINT (.+)$", dockerfile, flags=re.M).group(1))[0]
     script = ROOT / entrypoint.removeprefix("/src/")
     assert script.is_file() and os.access(script, os.X_OK)

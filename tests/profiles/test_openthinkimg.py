@@ -133,10 +133,12 @@ def test_a_model_tool_not_running_and_a_session_without_its_question(client):
 
 def test_the_tools_as_openai_functions_and_direct_calls(client):
     listed = client.get("/v1/tools", params={"profile": "openthinkimg"}).json()
-    assert [t["function"]["name"] for t in listed] == ["DrawHorizontalLineByY", "DrawVerticalLineByX",
-                                                       "ZoomInSubfigure", "crop"]
-    for entry in listed:
-        assert set(entry["function"]["parameters"]["required"]) == {"image", "param"}
+    names = [t["function"]["name"] for t in listed]
+    assert names == ["DrawHorizontalLineByY", "DrawVerticalLineByX", "ZoomInSubfigure", "crop", "OCR",
+                     "SegmentRegionAroundPoint"]
+    for entry in listed:  # OCR's worker reads the image alone
+        expected = {"image"} if entry["function"]["name"] == "OCR" else {"image", "param"}
+        assert set(entry["function"]["parameters"]["required"]) == expected
     sid = start(client, "LadyBird.jpg", "Where?")
     drawn = client.post(f"/v1/sessions/{sid}/tools/drawhorizontallinebyy", json={"image": "img_1", "param": "y=50"})
     assert drawn.status_code == 200 and drawn.json()["text"] == "Line drawn successfully."

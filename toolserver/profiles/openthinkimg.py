@@ -28,12 +28,16 @@ from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.perception.crop import Crop
 from toolserver.tools.perception.draw_horizontal_line import DrawHorizontalLineByY
 from toolserver.tools.perception.draw_vertical_line import DrawVerticalLineByX
+from toolserver.tools.perception.model_workers import WorkerOcr, WorkerSegmentRegionAroundPoint
 from toolserver.tools.perception.select_subplot import ZoomInSubfigure
 from toolserver.tools.perception.worker import text_answer
 
 IMAGE_TOOLS: tuple[Tool, ...] = (DrawHorizontalLineByY(), DrawVerticalLineByX(), ZoomInSubfigure(), Crop())
 # The model tools, one line each, named as their workers register (OCR, Point, SegmentRegionAroundPoint, ...).
-MODEL_TOOLS: tuple[Tool, ...] = ()
+MODEL_TOOLS: tuple[Tool, ...] = (
+    WorkerOcr(),  # OCR (GOT-OCR2 in EasyOCR's place: docs/perception-models.md)
+    WorkerSegmentRegionAroundPoint(),  # SegmentRegionAroundPoint (SAM2)
+)
 
 
 class AnyArgs(BaseModel):
