@@ -20,7 +20,8 @@ from typing import Any
 from PIL import Image
 from pydantic import BaseModel, Field
 
-from toolserver.searchcache import SearchCache, SearchCacheError
+from toolserver.profiles.mmsearch_r1 import session_cache
+from toolserver.searchcache import SearchCache
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 MAX_IMAGES = 10  # the env's `max_images_per_round`
@@ -104,12 +105,9 @@ class DeepEyesV2Search(Tool):
             return ToolOutput.failure(f"Error: {exc} for {index}", "search_exception")
         if refused is not None:
             return ToolOutput.failure(refused, "invalid_tool_call")
-        if ctx.search_cache is None:
-            return ToolOutput.failure("Error: no search cache is available to this call.", "search_cache_unavailable")
-        try:
-            cache = ctx.search_cache.get(ctx.texts.get("search_cache"))
-        except SearchCacheError as exc:
-            return ToolOutput.failure(f"Error: {exc}", "search_cache_invalid")
+        cache = session_cache(ctx)
+        if isinstance(cache, ToolOutput):
+            return cache
         images: list[Image.Image] = []
         try:
             if call["name"] == "image_search":

@@ -107,13 +107,24 @@ def _refused(ctx: ToolContext, tool: str) -> ToolOutput | None:
     return None
 
 
-def _cache_and_question(ctx: ToolContext) -> tuple[SearchCache, str] | ToolOutput:
+def session_cache(ctx: ToolContext) -> SearchCache | ToolOutput:
+    """The search cache this session reads (the server's, or the file of its directory the session names), or the
+    tool error that says why there is none."""
     if ctx.search_cache is None:
         return ToolOutput.failure("Error: no search cache is available to this call.", "search_cache_unavailable")
     try:
-        cache = ctx.search_cache.get(ctx.texts.get("search_cache"))
+        return ctx.search_cache.get(ctx.texts.get("search_cache"))
     except SearchCacheError as exc:
         return ToolOutput.failure(f"Error: {exc}", "search_cache_invalid")
+
+
+def _cache_and_question(ctx: ToolContext, name: str) -> tuple[SearchCache, str] | ToolOutput:
+    refused = _refused(ctx, name)
+    if refused is not None:
+        return refused
+    cache = session_cache(ctx)
+    if isinstance(cache, ToolOutput):
+        return cache
     prompt = ctx.texts.get("prompt")
     if prompt is None:
         return ToolOutput.failure("Error: the session has no text 'prompt' (the first user turn, which holds the "
@@ -135,10 +146,7 @@ class ImageSearch(Tool):
     Args = NoArgs
 
     def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
-        refused = _refused(ctx, self.name)
-        if refused is not None:
-            return refused
-        found = _cache_and_question(ctx)
+        found = _cache_and_question(ctx, self.name)
         if isinstance(found, ToolOutput):
             return found
         cache, question = found
@@ -165,10 +173,7 @@ class TextSearch(Tool):
     Args = TextSearchArgs
 
     def run(self, ctx: ToolContext, args: TextSearchArgs) -> ToolOutput:
-        refused = _refused(ctx, self.name)
-        if refused is not None:
-            return refused
-        found = _cache_and_question(ctx)
+        found = _cache_and_question(ctx, self.name)
         if isinstance(found, ToolOutput):
             return found
         cache, question = found
