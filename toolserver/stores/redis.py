@@ -15,7 +15,8 @@ on one slot), all expiring together after the session's idle TTL:
 
 Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated
 calls on one image decode it once per replica (once per node where the node's processes share them,
-`node_pixels`). Every write is a Lua script that first checks the
+`node_pixels`). The node's own store (`holds_images`) keeps tool images as raw pixels in the node's shared memory
+instead of PNGs in `blobs` (their records say `held`). Every write is a Lua script that first checks the
 session still exists and its byte budget, so a released or expired session is never half-recreated.
 
 Redis unreachable means 503 `session_store_unavailable` with Retry-After; the client reconnects by
@@ -40,9 +41,9 @@ from PIL import Image
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unavailable
+from toolserver.errors import NotFound, SessionGone, TooLarge, Unavailable
 from toolserver.imaging import decode_image
-from toolserver.memorymap import OUTCOMES_KEPT, CallCommit, ImageEntry, RecordedOutcome, SessionMap
+from toolserver.memorymap import OUTCOMES_KEPT, Blob, CallCommit, HeldPixels, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.aliases import RedisAliases
@@ -50,6 +51,7 @@ from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSumm
 from toolserver.stores.node_pixels import NodePixels
 from toolserver.stores.redis_lock import SessionLocks
 from toolserver.stores.redis_parts import (
+    HELD,
     SCRIPT_ADD_IMAGES,
     SCRIPT_ADD_TEXTS,
     SCRIPT_COMMIT_CALL,
@@ -59,10 +61,12 @@ from toolserver.stores.redis_parts import (
     RemoteTexts,
     as_bytes,
     hand_over,
+    image_records,
     pairs,
     pixels_key,
     redis_guard,
     scan_sessions,
+    sweep_node,
 )
 
 log = logging.getLogger("toolserver.redis")
@@ -82,7 +86,7 @@ class RedisStore(SessionStore):
 
     def __init__(self, url: str, *, session_max_bytes: int, decoded_cache_bytes: int, lock_timeout_s: float,
                  lock_lease_s: float = 3.0, timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1,
-                 node_pixels: NodePixels | None = None):
+                 node_pixels: NodePixels | None = None, holds_images: bool = False):
         options: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
                                    "retry": Retry(NoBackoff(), 1), "health_check_interval": 30}
         self.url = url
@@ -90,6 +94,9 @@ class RedisStore(SessionStore):
         self._sync = redis.Redis.from_url(url, **options)  # for the tool threads' image loads
         self.session_max_bytes = session_max_bytes
         self.cache = DecodedCache(decoded_cache_bytes, node_pixels)
+        # The node's own store (`serve --workers N` with its private Redis): tool images held as raw pixels in the
+        # node's shared memory, Redis keeping their records. Never for a Redis that several nodes share.
+        self.holds_images = holds_images and node_pixels is not None
         self.locks = SessionLocks(self.redis, lease_s=lock_lease_s, wait_s=lock_timeout_s)
         self.aliases = RedisAliases(self.redis, prefix, self._guard)
         self.prefix = prefix
@@ -165,11 +172,14 @@ class RedisStore(SessionStore):
 
     def _entry(self, session_id: str, rec: dict[str, Any]) -> ImageEntry:
         blob = rec["b"]
+        held = rec["s"] == HELD  # the node's memory holds it: read from there, no decode, no second copy there
+        key = (session_id, blob) if held else pixels_key(session_id, blob, rec.get("c"))
+        load: Callable[[], Image.Image] = lambda: self.cache.get(  # noqa: E731
+            key, lambda: self._held(session_id, blob) if held else self._decode(session_id, blob), node=not held)
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
-                           load_pixels=lambda: self.cache.get(pixels_key(session_id, blob, rec.get("c")),
-                                                              lambda: self._decode(session_id, blob)),
+                           load_pixels=load,
                            load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
         entry.blob_key = blob
         entry.blob_format = rec["s"]
@@ -208,8 +218,8 @@ class RedisStore(SessionStore):
 
     # -- additions ------------------------------------------------------------------------------
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
-                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
-        records, pairs, nbytes = self._image_records(session, entries, blobs)
+                         blobs: Sequence[Blob] = (), *, observations: int = 0) -> None:
+        records, pairs, nbytes = image_records(session, entries, blobs)
         keys = self._keys(session.id)[:3]
         with self._guard():
             args: list[Any] = [self.session_max_bytes, nbytes, observations, len(records), *records, *pairs]
@@ -217,43 +227,13 @@ class RedisStore(SessionStore):
         self._check_write(session, first, held, nbytes)
         self._added(session, entries, held, observations)
 
-    def _image_records(self, session: SessionMap, entries: list[ImageEntry],
-                       blobs: Sequence[bytes | None]) -> tuple[list[str], list[Any], int]:
-        """The image records, blob field/value pairs and their bytes that adding `entries` writes."""
-        taken = set(session.by_key)
-        records, pairs, nbytes = [], [], 0
-        for i, entry in enumerate(entries):
-            if entry.key in taken:
-                raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
-            taken.add(entry.key)
-            data = blobs[i] if i < len(blobs) else None
-            if entry.alias_of is not None:
-                source = session.by_key.get(entry.alias_of) or next(e for e in entries if e.key == entry.alias_of)
-                entry.blob_key, entry.blob_format = source.blob_key, source.blob_format
-            else:
-                if data is None:
-                    raise ValueError(f"image {entry.key} needs its bytes to be stored")
-                entry.blob_key = entry.key
-                entry.blob_format = "source" if entry.is_input else entry.pixels_format
-                if not entry.is_input and entry.delivered is not None and data == entry.delivered[1]:
-                    entry.blob_format = entry.delivered[0]  # the system's own bytes decode to the pixels: kept once
-                pairs += [entry.key, data]
-                nbytes += len(data)
-            if entry.delivered is not None and entry.blob_format != entry.delivered[0]:  # for a replay or a fetch
-                pairs += [f"{entry.blob_key}.{entry.delivered[0]}", entry.delivered[1]]
-                nbytes += len(entry.delivered[1])
-            records.append(json.dumps({
-                "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1], "c": entry.content,
-                "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
-                "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
-            }))
-        return records, pairs, nbytes
-
     def _added(self, session: SessionMap, entries: list[ImageEntry], held: int, observations: int) -> None:
         for entry in entries:
             session.append_image(entry)
             if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
-                self.cache.put(pixels_key(session.id, entry.key, entry.content), entry.pixels)
+                held = entry.blob_format == HELD  # in the node's memory already: not copied there again
+                key = (session.id, entry.blob_key or "") if held else pixels_key(session.id, entry.key, entry.content)
+                self.cache.put(key, entry.pixels, node=not held)
         session.observations += observations
         session.nbytes = held
 
@@ -279,7 +259,7 @@ class RedisStore(SessionStore):
 
     # -- tool calls -----------------------------------------------------------------------------
     async def commit_call(self, session: SessionMap, commit: CallCommit) -> None:
-        records, pairs, nbytes = self._image_records(session, commit.entries, commit.blobs)
+        records, pairs, nbytes = image_records(session, commit.entries, commit.blobs)
         outcome = "" if commit.outcome is None else json.dumps(
             {"k": commit.outcome.key, "f": commit.outcome.fingerprint, "r": commit.outcome.result})
         keys = [*self._keys(session.id)[:3], *(self._key(session.id, p) for p in ("calls", "outcomes", "lock"))]
@@ -370,6 +350,27 @@ class RedisStore(SessionStore):
                 data = self._sync.hget(self._key(session_id, "texts"), key)
             return None if data is None else data.decode()  # type: ignore[union-attr]
         return fetch
+
+    # -- the node's own store ---------------------------------------------------------------------
+    def hold_pixels(self, session_id: str, key: str, image: Image.Image) -> HeldPixels | None:
+        node = self.cache.node
+        if not self.holds_images or node is None:
+            return None
+        # A name of its own for each attempt: a call whose lock lapsed never overwrites what a later call committed.
+        name = f"{key}.{secrets.token_hex(4)}"
+        size = node.hold(session_id, name, image)
+        return None if size is None else HeldPixels(name, size)
+
+    def _held(self, session_id: str, name: str) -> Image.Image:
+        image = None if self.cache.node is None else self.cache.node.held(session_id, name)
+        if image is None:
+            raise SessionGone(f"session {session_id} has ended; create a new session")
+        return image
+
+    async def sweep_ended(self) -> int:
+        """The node's files of sessions Redis no longer holds (expired or evicted: a release drops them itself)."""
+        with self._guard():
+            return await sweep_node(self.redis, lambda session_id: self._key(session_id, "meta"), self.cache)
 
     # -- operations -----------------------------------------------------------------------------
     async def check(self) -> str | None:

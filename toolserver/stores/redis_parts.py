@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -16,8 +17,8 @@ import redis
 from cachetools import LRUCache
 from PIL import Image
 
-from toolserver.errors import SessionGone, Unavailable
-from toolserver.memorymap import image_nbytes
+from toolserver.errors import BadRequest, SessionGone, Unavailable
+from toolserver.memorymap import Blob, HeldPixels, ImageEntry, SessionMap, image_nbytes
 from toolserver.models import SessionSettings
 from toolserver.ownership import may_see
 from toolserver.stores.contract import SessionSummary
@@ -147,6 +148,46 @@ end
 return 1
 """
 
+HELD = "held"  # an image record's stored form when its pixels are held by the node (`NodePixels.hold`), not in Redis
+
+
+def image_records(session: SessionMap, entries: list[ImageEntry],
+                  blobs: Sequence[Blob]) -> tuple[list[str], list[Any], int]:
+    """The image records, blob field/value pairs and their bytes that adding `entries` writes. Held pixels
+    (`HeldPixels`) are written already: only their name goes into the record, and their bytes are charged."""
+    taken = set(session.by_key)
+    records, pairs, nbytes = [], [], 0
+    for i, entry in enumerate(entries):
+        if entry.key in taken:
+            raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
+        taken.add(entry.key)
+        data = blobs[i] if i < len(blobs) else None
+        if entry.alias_of is not None:
+            source = session.by_key.get(entry.alias_of) or next(e for e in entries if e.key == entry.alias_of)
+            entry.blob_key, entry.blob_format = source.blob_key, source.blob_format
+        elif isinstance(data, HeldPixels):
+            entry.blob_key, entry.blob_format = data.name, HELD
+            nbytes += data.nbytes
+        else:
+            if data is None:
+                raise ValueError(f"image {entry.key} needs its bytes to be stored")
+            entry.blob_key = entry.key
+            entry.blob_format = "source" if entry.is_input else entry.pixels_format
+            if not entry.is_input and entry.delivered is not None and data == entry.delivered[1]:
+                entry.blob_format = entry.delivered[0]  # the system's own bytes decode to the pixels: kept once
+            pairs += [entry.key, data]
+            nbytes += len(data)
+        if entry.delivered is not None and entry.blob_format != entry.delivered[0]:  # for a replay or a fetch
+            pairs += [f"{entry.blob_key}.{entry.delivered[0]}", entry.delivered[1]]
+            nbytes += len(entry.delivered[1])
+        records.append(json.dumps({
+            "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1], "c": entry.content,
+            "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
+            "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
+        }))
+    return records, pairs, nbytes
+
+
 def pixels_key(session_id: str, blob: str, content: str | None) -> tuple[str, str]:
     """The decoded-cache key of an image's pixels: an input with a content digest (its bytes and alpha rule) under
     that digest, so every session of this replica that uploaded the same bytes shares one decode and one copy (a
@@ -168,33 +209,35 @@ class DecodedCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, str], load: Callable[[], Image.Image]) -> Image.Image:
-        image = self.peek(key)
+    def get(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True) -> Image.Image:
+        """The cached image, else `load()`'s, kept. `node=False`: an image the node holds already (`hold`), which
+        its cache neither looks up nor copies."""
+        image = self.peek(key, node=node)
         if image is not None:
             return image
         with self._lock:
             self.misses += 1
         image = load()
-        self.put(key, image)
+        self.put(key, image, node=node)
         return image
 
-    def peek(self, key: tuple[str, str]) -> Image.Image | None:
+    def peek(self, key: tuple[str, str], *, node: bool = True) -> Image.Image | None:
         """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read)."""
         with self._lock:
             image = self._cache.get(key)
             if image is not None:
                 self.hits += 1
                 return image
-        if self.node is None or (image := self.node.get(key)) is None:
+        if not node or self.node is None or (image := self.node.get(key)) is None:
             return None
         with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
             self._cache[key] = image
         return image
 
-    def put(self, key: tuple[str, str], image: Image.Image) -> None:
+    def put(self, key: tuple[str, str], image: Image.Image, *, node: bool = True) -> None:
         with self._lock, contextlib.suppress(ValueError):
             self._cache[key] = image
-        if self.node is not None:
+        if node and self.node is not None:
             self.node.put(key, image)
 
     def drop_session(self, session_id: str) -> None:
@@ -260,6 +303,22 @@ async def scan_sessions(redis: Any, prefix: str, offset: int, limit: int) -> tup
                                                     time.time() - created if created else None)))
     rows.sort(key=lambda row: row[0])
     return [summary for _, summary in rows[offset:offset + limit]], len(rows)
+
+
+async def sweep_node(client: Any, meta_key: Callable[[str], str], cache: DecodedCache) -> int:
+    """Drop the node's files (`cache.node`) of every session whose meta key is gone; how many sessions."""
+    node = cache.node
+    ids = sorted(await asyncio.to_thread(node.sessions)) if node is not None else []
+    if not ids:
+        return 0
+    async with client.pipeline(transaction=False) as pipe:
+        for session_id in ids:
+            pipe.exists(meta_key(session_id))
+        live = await pipe.execute()
+    gone = [session_id for session_id, n in zip(ids, live, strict=True) if not n]
+    for session_id in gone:
+        await asyncio.to_thread(cache.drop_session, session_id)
+    return len(gone)
 
 
 def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
