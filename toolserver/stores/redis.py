@@ -13,11 +13,10 @@ on one slot), all expiring together after the session's idle TTL:
     lock     a short lease, renewed while held: one tool call or addition at a time per session, across
              replicas; its token fences each call's commit (`redis_lock`)
 
-Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated
-calls on one image decode it once per replica (once per node where the node's processes share them,
-`node_pixels`). The node's own store (`holds_images`) keeps tool images as raw pixels in the node's shared memory
-instead of PNGs in `blobs` (their records say `held`). Every write is a Lua script that first checks the
-session still exists and its byte budget, so a released or expired session is never half-recreated.
+Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated calls on one
+image decode it once per replica (once per node where its processes share them, `node_pixels`; a node's own store
+keeps tool images there as raw pixels, not in `blobs`: `redis_node`). Every write is a Lua script that first checks
+the session still exists and its byte budget, so a released or expired session is never half-recreated.
 
 Redis unreachable means 503 `session_store_unavailable` with Retry-After; the client reconnects by
 itself on a later call once Redis is back.
@@ -43,19 +42,21 @@ from redis.retry import Retry
 
 from toolserver.errors import NotFound, SessionGone, TooLarge, Unavailable
 from toolserver.imaging import decode_image
-from toolserver.memorymap import OUTCOMES_KEPT, Blob, CallCommit, HeldPixels, ImageEntry, RecordedOutcome, SessionMap
+from toolserver.memorymap import OUTCOMES_KEPT, Blob, CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.aliases import RedisAliases
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
 from toolserver.stores.node_pixels import NodePixels
-from toolserver.stores.redis_lock import SessionLocks
+from toolserver.stores.redis_lock import Hold, SessionLocks
+from toolserver.stores.redis_node import NodeHeldImages
 from toolserver.stores.redis_parts import (
     HELD,
     SCRIPT_ADD_IMAGES,
     SCRIPT_ADD_TEXTS,
     SCRIPT_COMMIT_CALL,
     SCRIPT_KEEP_ENCODING,
+    SCRIPT_TAKE_AND_TOUCH,
     SCRIPT_TOUCH,
     DecodedCache,
     RemoteTexts,
@@ -66,7 +67,6 @@ from toolserver.stores.redis_parts import (
     pixels_key,
     redis_guard,
     scan_sessions,
-    sweep_node,
 )
 
 log = logging.getLogger("toolserver.redis")
@@ -80,7 +80,7 @@ def _view_key(entry: ImageEntry, rule: str) -> str:
     return f"{entry.blob_key}|view:{rule}"
 
 
-class RedisStore(SessionStore):
+class RedisStore(NodeHeldImages, SessionStore):
     kind = "redis"
     stores_encoded = True
 
@@ -102,6 +102,8 @@ class RedisStore(SessionStore):
         self.prefix = prefix
         self.retry_after_s = retry_after_s
         self._touch = self.redis.register_script(SCRIPT_TOUCH)
+        self._take = self.redis.register_script(SCRIPT_TAKE_AND_TOUCH)
+        self._holds: dict[str, Hold] = {}  # this process's held session locks, by token (a commit may release one)
         self._add_images = self.redis.register_script(SCRIPT_ADD_IMAGES)
         self._add_texts = self.redis.register_script(SCRIPT_ADD_TEXTS)
         self._keep = self.redis.register_script(SCRIPT_KEEP_ENCODING)
@@ -145,6 +147,10 @@ class RedisStore(SessionStore):
             raise NotFound(f"no session {session_id}", code="unknown_session")
         with self._guard():
             reply = await self._touch(keys=self._keys(session_id), args=[TOMBSTONE_MS, _EVICTED])
+        return self._session(session_id, reply)
+
+    def _session(self, session_id: str, reply: list[Any]) -> SessionMap:
+        """The session a touch read (SCRIPT_TOUCH's reply), or 404 / 410."""
         if reply[0] == 0:
             if len(reply) > 1:
                 reason = reply[1].decode()
@@ -175,7 +181,7 @@ class RedisStore(SessionStore):
         held = rec["s"] == HELD  # the node's memory holds it: read from there, no decode, no second copy there
         key = (session_id, blob) if held else pixels_key(session_id, blob, rec.get("c"))
         load: Callable[[], Image.Image] = lambda: self.cache.get(  # noqa: E731
-            key, lambda: self._held(session_id, blob) if held else self._decode(session_id, blob), node=not held)
+            key, lambda: self.held_pixels(session_id, blob) if held else self._decode(session_id, blob), node=not held)
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
@@ -187,14 +193,27 @@ class RedisStore(SessionStore):
 
     @asynccontextmanager
     async def exclusive(self, session_id: str) -> AsyncIterator[SessionMap]:
+        if not session_id or len(session_id) > 256:
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        keys = [*self._keys(session_id), self._key(session_id, "lock")]
+        lease_ms = max(1, int(self.locks.lease_s * 1000))
+
+        async def take(token: str) -> tuple[bool, Any]:  # the lock and the session in one round trip
+            reply = await self._take(keys=keys, args=[TOMBSTONE_MS, _EVICTED, token, lease_ms])
+            return reply[0] != -1, reply
+
         with self._guard():
-            async with self.locks.hold(self._key(session_id, "lock"), session_id) as token:
-                if token is None:
+            async with self.locks.hold(keys[-1], session_id, take) as holding:
+                if holding is None:
                     raise Unavailable("another call of this session holds it too long; retry shortly",
                                       retry_after_s=self.retry_after_s, code="session_busy")
-                session = await self.get(session_id)  # the state as the previous holder left it
-                session.fence = token
-                yield session
+                session = self._session(session_id, holding.found)  # as the previous holder left it
+                session.fence = holding.token
+                self._holds[holding.token] = holding
+                try:
+                    yield session
+                finally:
+                    self._holds.pop(holding.token, None)
 
     def mutating(self, session_id: str) -> contextlib.AbstractAsyncContextManager[SessionMap]:
         return self.exclusive(session_id)  # image and text keys are assigned from the current state
@@ -263,8 +282,10 @@ class RedisStore(SessionStore):
         outcome = "" if commit.outcome is None else json.dumps(
             {"k": commit.outcome.key, "f": commit.outcome.fingerprint, "r": commit.outcome.result})
         keys = [*self._keys(session.id)[:3], *(self._key(session.id, p) for p in ("calls", "outcomes", "lock"))]
+        holding = self._holds.get(session.fence or "")  # the call's last write: its lock goes with it
         args: list[Any] = [self.session_max_bytes, nbytes, len(records), int(commit.counted), session.fence or "",
-                           CALL_LOG_LIMIT, commit.record, outcome, OUTCOMES_KEPT, *records, *pairs]
+                           CALL_LOG_LIMIT, commit.record, outcome, OUTCOMES_KEPT, "1" if holding else "0",
+                           *records, *pairs]
         try:
             first, held, calls = await self._commit(keys=keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -278,6 +299,8 @@ class RedisStore(SessionStore):
             raise Unavailable("this call's hold on its session lapsed during a session-store stall, so nothing was "
                               "recorded; retry", retry_after_s=self.retry_after_s, code="session_lock_lost")
         self._check_write(session, first, held, nbytes)
+        if holding is not None:
+            holding.released = True
         self._added(session, commit.entries, held, len(commit.entries))
         session.tool_calls = int(calls)
 
@@ -350,27 +373,6 @@ class RedisStore(SessionStore):
                 data = self._sync.hget(self._key(session_id, "texts"), key)
             return None if data is None else data.decode()  # type: ignore[union-attr]
         return fetch
-
-    # -- the node's own store ---------------------------------------------------------------------
-    def hold_pixels(self, session_id: str, key: str, image: Image.Image) -> HeldPixels | None:
-        node = self.cache.node
-        if not self.holds_images or node is None:
-            return None
-        # A name of its own for each attempt: a call whose lock lapsed never overwrites what a later call committed.
-        name = f"{key}.{secrets.token_hex(4)}"
-        size = node.hold(session_id, name, image)
-        return None if size is None else HeldPixels(name, size)
-
-    def _held(self, session_id: str, name: str) -> Image.Image:
-        image = None if self.cache.node is None else self.cache.node.held(session_id, name)
-        if image is None:
-            raise SessionGone(f"session {session_id} has ended; create a new session")
-        return image
-
-    async def sweep_ended(self) -> int:
-        """The node's files of sessions Redis no longer holds (expired or evicted: a release drops them itself)."""
-        with self._guard():
-            return await sweep_node(self.redis, lambda session_id: self._key(session_id, "meta"), self.cache)
 
     # -- operations -----------------------------------------------------------------------------
     async def check(self) -> str | None:

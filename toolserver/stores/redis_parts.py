@@ -50,6 +50,19 @@ redis.call('SET', KEYS[6], 'expired (idle longer than its ttl)', 'PX', ttl + ton
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[5])}
 """
 
+# KEYS: the touch's, then lock. ARGV: the touch's, then token, lease_ms. A call's first round trip: the session's
+# lock taken (SET NX PX) and, only if it was, the session touched and read; {-1} when another call holds it. A session
+# found gone frees the lock at once.
+SCRIPT_TAKE_AND_TOUCH = """
+if not redis.call('SET', KEYS[9], ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then return {-1} end
+local function touch()
+""" + SCRIPT_TOUCH + """
+end
+local reply = touch()
+if reply[1] == 0 then redis.call('DEL', KEYS[9]) end
+return reply
+"""
+
 # KEYS: meta images blobs. ARGV: max_bytes, add_bytes, observations, n, n records, then blob field/value pairs.
 SCRIPT_ADD_IMAGES = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
@@ -89,7 +102,8 @@ return {0, held + add}
 """
 
 # KEYS: meta images blobs calls outcomes lock. ARGV: max_bytes, add_bytes, n, counted, fence, log_keep, record,
-# outcome ('' for none), outcomes_keep, then n image records, then blob field/value pairs.
+# outcome ('' for none), outcomes_keep, release ('1': the lock is deleted with this last write), then n image
+# records, then blob field/value pairs.
 # A tool call's whole effect at once, and only while the call still holds the session's lock (the fence): its
 # images, its count, its log record (the oldest beyond log_keep dropped, and one the budget cannot hold: the log
 # never fails a call; both counted) and its outcome (the latest outcomes_keep kept). Returns
@@ -105,8 +119,8 @@ local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
 local n = tonumber(ARGV[3])
 local first = redis.call('LLEN', KEYS[2])
 if n > 0 then
-  for i = 1, n do redis.call('RPUSH', KEYS[2], ARGV[9 + i]) end
-  for i = 10 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+  for i = 1, n do redis.call('RPUSH', KEYS[2], ARGV[10 + i]) end
+  for i = 11 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
   redis.call('HINCRBY', KEYS[1], 'count', n)
   redis.call('HINCRBY', KEYS[1], 'observations', n)
   redis.call('PEXPIRE', KEYS[2], ttl)
@@ -134,6 +148,7 @@ if ARGV[8] ~= '' then
   redis.call('PEXPIRE', KEYS[5], ttl)
 end
 redis.call('HSET', KEYS[1], 'nbytes', held)
+if ARGV[10] == '1' then redis.call('DEL', KEYS[6]) end
 return {first, held, calls}
 """
 
@@ -303,22 +318,6 @@ async def scan_sessions(redis: Any, prefix: str, offset: int, limit: int) -> tup
                                                     time.time() - created if created else None)))
     rows.sort(key=lambda row: row[0])
     return [summary for _, summary in rows[offset:offset + limit]], len(rows)
-
-
-async def sweep_node(client: Any, meta_key: Callable[[str], str], cache: DecodedCache) -> int:
-    """Drop the node's files (`cache.node`) of every session whose meta key is gone; how many sessions."""
-    node = cache.node
-    ids = sorted(await asyncio.to_thread(node.sessions)) if node is not None else []
-    if not ids:
-        return 0
-    async with client.pipeline(transaction=False) as pipe:
-        for session_id in ids:
-            pipe.exists(meta_key(session_id))
-        live = await pipe.execute()
-    gone = [session_id for session_id, n in zip(ids, live, strict=True) if not n]
-    for session_id in gone:
-        await asyncio.to_thread(cache.drop_session, session_id)
-    return len(gone)
 
 
 def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:
