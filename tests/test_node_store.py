@@ -140,3 +140,21 @@ def test_a_redis_several_nodes_share_keeps_tool_images_in_redis(tmp_path: Path, 
         await core.stop()
 
     asyncio.run(main())
+
+
+def test_held_pixels_come_back_exact_are_never_trimmed_and_go_with_their_session(tmp_path: Path):
+    from toolserver.stores.node_pixels import NodePixels
+
+    node = NodePixels(tmp_path / "pixels", max_bytes=4096)  # a cache budget far below the held image
+    image = Image.effect_noise((64, 48), 40).convert("RGB")
+    size = node.hold("s1", "observation_1.ab", image)
+    assert size is not None and size > 4096
+    assert node.hold("s1", "observation_1.ab", image) is None  # a name is written once: never overwritten
+    for i in range(8):  # the cache overflows its budget and is trimmed; the held image is not touched
+        node.put((f"content:x{i}", ""), Image.new("L", (32, 32), i))
+    back = node.held("s1", "observation_1.ab")
+    assert back is not None and back.mode == "RGB" and back.tobytes() == image.tobytes()
+    assert node.sessions() == {"s1"}
+    node.drop_session("s1")
+    assert node.held("s1", "observation_1.ab") is None and node.sessions() == set()
+    assert node.hold("s1", "observation_2.cd", image.convert("P")) is None  # a palette: the store encodes it

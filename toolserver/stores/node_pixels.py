@@ -16,7 +16,8 @@ Layout: `c/<digest>` for inputs shared by content (their bytes and alpha rule: t
 `s/<session>/<blob>` for a session's own images, so that a released session's files go at once; both are a cache,
 trimmed to the budget. `h/<session>/<name>` holds the tool images of a session whose store is the node's own
 (`hold`): there the file is the image's one stored copy (Redis keeps only its record), so it is never trimmed and
-goes only with its session (released, or found expired by `sweep`). Each file is a
+goes only with its session (released, or found expired by the store's sweep). Such a file is written in place under a
+new name that no reader knows until the call that wrote it commits. Each file is a
 24-byte header (magic, mode, width, height) then the pixels as `Image.tobytes()` writes them. A file is written
 to a temporary name and renamed, so a reader never sees half an image; readers may race an eviction, which is a
 miss. The byte budget is kept by the writer that passes it: the least recently written files go first.
@@ -121,25 +122,33 @@ class NodePixels:
             return None
         folder = self.directory / "h" / _safe(session_id)
         path = folder / _safe(name)
-        tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}"
+        header = HEADER.pack(MAGIC, image.mode.encode(), image.width, image.height)
+        data = image.tobytes()
+        # Written in place, in as few system calls as can be (each gives up the GIL, and getting it back from a busy
+        # event loop costs up to its switch interval): no reader knows the name before the call commits it, and
+        # the name is new (O_EXCL), so no temporary name and rename are needed.
+        fd = -1
         try:
             if session_id not in self._dirs:
                 folder.mkdir(parents=True, exist_ok=True)
                 with self._lock:
                     self._dirs.add(session_id)
-            with open(tmp, "wb") as f:
-                f.write(HEADER.pack(MAGIC, image.mode.encode(), image.width, image.height))
-                f.write(image.tobytes())
-                size = f.tell()
-            os.replace(tmp, path)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                written = os.writev(fd, [header, data])
+            finally:
+                os.close(fd)
+            if written != len(header) + len(data):
+                raise OSError(f"short write ({written} bytes)")
         except OSError as exc:  # a full tmpfs, a session folder swept meanwhile: the caller encodes it instead
             log.debug("node pixels not held: %s", exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+            if fd >= 0:  # ours, half written
+                with contextlib.suppress(OSError):
+                    path.unlink()
             with self._lock:
                 self._dirs.discard(session_id)
             return None
-        return size
+        return written
 
     def held(self, session_id: str, name: str) -> Image.Image | None:
         """The session's held image `name` (one copy), or None where it is gone (its session ended)."""
