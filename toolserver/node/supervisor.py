@@ -10,7 +10,8 @@ where every worker reaches it:
   store). The store's fenced locks and idempotency records make a call exactly-once across processes as they
   do across replicas;
 - **decoded images** once per node in shared memory (`stores.node_pixels`): a GRPO group's photograph is
-  decoded by the first worker that needs it and read back by the others;
+  decoded by the first worker that needs it and read back by the others; with the node's own Redis, tool images
+  live there too, as raw pixels written once, Redis keeping only their records (`stores.redis_node`);
 - **MCP sessions and verl-tool trajectories** by name in the same store (`MCP_SESSIONS=shared`).
 
 Workers are forked from the supervisor after it has imported the server's modules, so their code and the
