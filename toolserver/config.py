@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     node_dir: Path | None = Field(default=None, description=(
         "Set by `toolserver serve` in its worker processes: the node's private runtime directory (the session "
         "store's socket, the shared decoded images, the model hosts' sockets)."))
+    node_holds_images: bool = Field(default=False, description=(
+        "Set by `toolserver serve` in its worker processes when the sessions are in the node's own Redis: tool "
+        "images are kept once, as raw pixels in the node's shared memory, and Redis keeps only their records."))
     node_sandbox: str | None = Field(default=None, description=(
         "Set by `toolserver serve` in its worker processes: the address of the node's sandbox host."))
     node_key: str | None = Field(default=None, repr=False, description=(

@@ -37,6 +37,18 @@ class RecordedOutcome:
     result: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class HeldPixels:
+    """A new tool image whose raw pixels the store already holds where every server process of the node reads
+    them (`SessionStore.hold_pixels`): the name it holds them under and the bytes they take."""
+
+    name: str
+    nbytes: int
+
+
+Blob = bytes | HeldPixels | None  # what a store is given to keep an image: its encoding, its held pixels, or nothing
+
+
 @dataclass
 class CallCommit:
     """Everything a tool call leaves in its session, written at once or not at all: its new images (and, for
@@ -44,7 +56,7 @@ class CallCommit:
     record, and its outcome for retries."""
 
     entries: list[ImageEntry] = field(default_factory=list)
-    blobs: Sequence[bytes | None] = ()
+    blobs: Sequence[Blob] = ()
     counted: bool = True
     record: str = ""
     outcome: RecordedOutcome | None = None

@@ -29,7 +29,8 @@ class Metrics:
         self.validations = Counter("toolserver_validations", "Checks run by /v1/validate", registry=r)
         self.delivery_seconds = Histogram("toolserver_delivery_seconds", "Delivering a tool image, by stage: "
                                           "encode (PNG/JPEG/WebP, in a worker thread or an encode process), base64, "
-                                          "write (a `path` or `shm` file)", ["stage"], buckets=LATENCY_BUCKETS,
+                                          "write (a `path` or `shm` file), hold (a node's raw pixels)", ["stage"],
+                                          buckets=LATENCY_BUCKETS,
                                           registry=r)
         self.model_batch_size = Histogram("toolserver_model_batch_size", "For each model call, how many calls (of "
                                           "any sessions) ran in its batch", ["model"], buckets=BATCH_BUCKETS,

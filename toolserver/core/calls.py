@@ -25,7 +25,7 @@ from toolserver.core.shared_views import ComputedElsewhere
 from toolserver.core.wiring import Services
 from toolserver.errors import BadRequest, Conflict, SessionGone, TooLarge, ToolFailure
 from toolserver.imaging import decode_image
-from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap
+from toolserver.memorymap import Blob, CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.messages import tool_messages
 from toolserver.models import OpenAIToolCall, ToolCallsResponse, ToolResult
 from toolserver.profiles import get_profile
@@ -50,7 +50,7 @@ class IdempotencyKey:
 class _Ran:
     result: ToolResult
     entries: list[ImageEntry] = field(default_factory=list)
-    blobs: list[bytes | None] = field(default_factory=list)
+    blobs: list[Blob] = field(default_factory=list)
     counted: bool = True
 
 
@@ -150,7 +150,7 @@ class ToolCalls:
 
     async def _run_tool(self, session: SessionMap, tool: Tool, args: Any, binary: bool,
                         log: tuple[str, ...] = ()) -> tuple[ToolContext, tuple[ToolOutput, list[Delivered],
-                                                                              list[bytes | None]]]:
+                                                                              list[Blob]]]:
         """The tool in the work pool, then its encodings. A tool that needs an image another session is computing
         (`SharedViews`) gives its worker back and runs again once that image is made, rather than holding a
         worker while it waits (a GRPO step's first calls would otherwise queue behind one view at a time); its

@@ -28,7 +28,7 @@ from toolserver.core.wiring import Services
 from toolserver.encodepool import EncodePool, default_processes
 from toolserver.errors import BadRequest, InsufficientStorage, NotFound, ToolFailure
 from toolserver.imaging import OUTPUT_FORMATS, encode_image, fpng_available
-from toolserver.memorymap import ImageEntry, RecordedOutcome, SessionMap, compute_view
+from toolserver.memorymap import Blob, HeldPixels, ImageEntry, RecordedOutcome, SessionMap, compute_view
 from toolserver.models import ErrorInfo, ResultImage, ShmHandle, ToolResult
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -79,15 +79,16 @@ class Delivery:
         return data
 
     def run_and_encode(self, tool: Tool, ctx: ToolContext, args: Any, fmt: str, delivery: str,
-                       store_png: bool, binary: bool = False) -> tuple[ToolOutput, list[Delivered], list[bytes | None]]:
+                       store_png: bool, binary: bool = False) -> tuple[ToolOutput, list[Delivered], list[Blob]]:
         """Runs in a worker thread: the tool itself, then the encodings its delivery (and the store) need.
-        `binary`: inline images stay bytes (a msgpack answer carries them as they are, no base64)."""
+        `binary`: inline images stay bytes (a msgpack answer carries them as they are, no base64). A store that
+        holds raw pixels for the node (`SessionStore.hold_pixels`) is given the new images here, instead of a PNG."""
         try:
             output = tool.run(ctx, args)
         except ToolFailure as exc:
             return ToolOutput.failure(exc.text, exc.code), [], []
         delivered = []
-        stored: list[bytes | None] = []
+        stored: list[Blob] = []
         for offset, (img, entry) in enumerate(output.returned()):
             shown = output.shown_form(offset) if entry is None else None
             if shown is not None:  # the copy the model is shown: its bytes are what is delivered, and recorded
@@ -124,10 +125,18 @@ class Delivery:
                 # Bytes already made that decode to exactly these pixels are kept as they are: a PNG delivered, or
                 # the system's own encoding of the result (Pixel-Reasoner's JPEG, whose decoding *is* the result).
                 same = data is not None and (own_bytes or (output.encoded_form(offset) is None and mime == "image/png"))
-                stored.append(data if same else self.encode(img, "png"))
+                stored.append(data if same else self._held(ctx, offset, img) or self.encode(img, "png"))
             else:
                 stored.append(None)
         return output, delivered, stored
+
+    def _held(self, ctx: ToolContext, offset: int, img: Image.Image) -> HeldPixels | None:
+        """The new image's raw pixels, written once where the node's processes read them, if the store does so."""
+        started = time.perf_counter()
+        held = self.services.store.hold_pixels(ctx.session_id, ctx.observation_key(offset), img)
+        if held is not None:
+            self._stage.labels("hold").observe(time.perf_counter() - started)
+        return held
 
     async def remove_outputs(self, session_id: str) -> None:
         """The files `path` delivery wrote for a session, removed with it."""

@@ -140,6 +140,7 @@ class Core:
             await asyncio.sleep(self.settings.sweep_interval_s)
             self.store.sweep()
             with contextlib.suppress(ServiceError, OSError):  # a store outage: the next sweep tries again
+                await self.store.sweep_ended()
                 await self._delivery.sweep_outputs()
                 await self._delivery.sweep_shm()
                 await self._close_workers_of_gone_sessions()

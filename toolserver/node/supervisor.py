@@ -10,7 +10,8 @@ where every worker reaches it:
   store). The store's fenced locks and idempotency records make a call exactly-once across processes as they
   do across replicas;
 - **decoded images** once per node in shared memory (`stores.node_pixels`): a GRPO group's photograph is
-  decoded by the first worker that needs it and read back by the others;
+  decoded by the first worker that needs it and read back by the others; with the node's own Redis, tool images
+  live there too, as raw pixels written once, Redis keeping only their records (`stores.redis_node`);
 - **MCP sessions and verl-tool trajectories** by name in the same store (`MCP_SESSIONS=shared`).
 
 Workers are forked from the supervisor after it has imported the server's modules, so their code and the
@@ -191,8 +192,8 @@ def worker_settings(settings: Settings, node_dir: Path, redis_url: str | None, n
                                  "decoded_cache_bytes": max(64 * 1024 * 1024, settings.decoded_cache_bytes // n)}
     if "encode_processes" not in settings.model_fields_set:  # the workers are the node's parallel encoders
         update["encode_processes"] = 0
-    if redis_url is not None:
-        update.update(session_store="redis", redis_url=redis_url)
+    if redis_url is not None:  # the node's own Redis: its tool images can live in the node's memory alone
+        update.update(session_store="redis", redis_url=redis_url, node_holds_images=True)
     return settings.model_copy(update=update)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap
+from toolserver.memorymap import Blob, CallCommit, HeldPixels, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.stores.aliases import Aliases
 
@@ -75,7 +75,7 @@ class SessionStore(ABC):
 
     @abstractmethod
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
-                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+                         blobs: Sequence[Blob] = (), *, observations: int = 0) -> None:
         """Charge, index and keep `entries` (`blobs`: their stored encodings, for stores that keep bytes);
         `observations` tool images are counted. All or nothing."""
 
@@ -121,6 +121,16 @@ class SessionStore(ABC):
     @abstractmethod
     async def read_source(self, session: SessionMap, entry: ImageEntry) -> bytes:
         """An input image's bytes as uploaded."""
+
+    def hold_pixels(self, session_id: str, key: str, image: Image.Image) -> HeldPixels | None:
+        """Keep a new tool image's raw pixels where every server process of the node reads them, before its call
+        commits (in a worker thread); None where the store does not (it then needs an encoding to keep). Pixels
+        held for a call that commits nothing are never read and go with their session."""
+        return None
+
+    async def sweep_ended(self) -> int:
+        """Free what sessions that ended without a release (expired, evicted) left outside the store; how many."""
+        return 0
 
     async def check(self) -> str | None:
         """None when the store can serve, else why not (for /readyz)."""

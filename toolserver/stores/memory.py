@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from PIL import Image
 
 from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge
-from toolserver.memorymap import CallCommit, ImageEntry, RecordedOutcome, SessionMap, image_nbytes
+from toolserver.memorymap import Blob, CallCommit, ImageEntry, RecordedOutcome, SessionMap, image_nbytes
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.aliases import Aliases
@@ -96,7 +96,7 @@ class MemoryStore(SessionStore):
         return session is not None and session.expires_in(time.monotonic()) > 0
 
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
-                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
+                         blobs: Sequence[Blob] = (), *, observations: int = 0) -> None:
         taken = set(session.by_key)
         for entry in entries:
             if entry.key in taken:

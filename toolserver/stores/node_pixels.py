@@ -13,7 +13,11 @@ that decoded them (a worker killed under load is replaced and the next one reads
 directory that the node supervisor removes at exit have no such owner.
 
 Layout: `c/<digest>` for inputs shared by content (their bytes and alpha rule: the decoded cache's `content:` keys),
-`s/<session>/<blob>` for a session's own images, so that a released session's files go at once. Each file is a
+`s/<session>/<blob>` for a session's own images, so that a released session's files go at once; both are a cache,
+trimmed to the budget. `h/<session>/<name>` holds the tool images of a session whose store is the node's own
+(`hold`): there the file is the image's one stored copy (Redis keeps only its record), so it is never trimmed and
+goes only with its session (released, or found expired by the store's sweep). Such a file is written in place under a
+new name that no reader knows until the call that wrote it commits. Each file is a
 24-byte header (magic, mode, width, height) then the pixels as `Image.tobytes()` writes them. A file is written
 to a temporary name and renamed, so a reader never sees half an image; readers may race an eviction, which is a
 miss. The byte budget is kept by the writer that passes it: the least recently written files go first.
@@ -49,8 +53,9 @@ class NodePixels:
         self._written = 0  # bytes this process wrote since it last measured the directory
         self.hits = 0
         self.misses = 0
-        (directory / "c").mkdir(parents=True, exist_ok=True)
-        (directory / "s").mkdir(parents=True, exist_ok=True)
+        self._dirs: set[str] = set()  # session folders of `h/` this process made (one mkdir per session)
+        for part in ("c", "s", "h"):
+            (directory / part).mkdir(parents=True, exist_ok=True)
 
     def _path(self, key: tuple[str, str]) -> Path:
         owner, blob = key
@@ -60,8 +65,11 @@ class NodePixels:
 
     def get(self, key: tuple[str, str]) -> Image.Image | None:
         """The image under `key`, as a new Image of this process (one copy from the shared pages), or None."""
+        return self._read(self._path(key))
+
+    def _read(self, path: Path) -> Image.Image | None:
         try:
-            with open(self._path(key), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 magic, raw_mode, width, height = HEADER.unpack_from(mm, 0)
                 if magic != MAGIC:
                     return None
@@ -107,13 +115,66 @@ class NodePixels:
         if measure:
             self._trim()
 
+    def hold(self, session_id: str, name: str, image: Image.Image) -> int | None:
+        """Write `image` as the session's held image `name` (replacing any file of that name), not counted against
+        the cache's budget; the bytes written, or None where it cannot be held (its mode, a full tmpfs)."""
+        if image.mode not in MODES:
+            return None
+        folder = self.directory / "h" / _safe(session_id)
+        path = folder / _safe(name)
+        header = HEADER.pack(MAGIC, image.mode.encode(), image.width, image.height)
+        data = image.tobytes()
+        # Written in place, in as few system calls as can be (each gives up the GIL, and getting it back from a busy
+        # event loop costs up to its switch interval): no reader knows the name before the call commits it, and
+        # the name is new (O_EXCL), so no temporary name and rename are needed.
+        fd = -1
+        try:
+            if session_id not in self._dirs:
+                folder.mkdir(parents=True, exist_ok=True)
+                with self._lock:
+                    self._dirs.add(session_id)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                written = os.writev(fd, [header, data])
+            finally:
+                os.close(fd)
+            if written != len(header) + len(data):
+                raise OSError(f"short write ({written} bytes)")
+        except OSError as exc:  # a full tmpfs, a session folder swept meanwhile: the caller encodes it instead
+            log.debug("node pixels not held: %s", exc)
+            if fd >= 0:  # ours, half written
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            with self._lock:
+                self._dirs.discard(session_id)
+            return None
+        return written
+
+    def held(self, session_id: str, name: str) -> Image.Image | None:
+        """The session's held image `name` (one copy), or None where it is gone (its session ended)."""
+        return self._read(self.directory / "h" / _safe(session_id) / _safe(name))
+
+    def holds(self, session_id: str, name: str) -> bool:
+        return (self.directory / "h" / _safe(session_id) / _safe(name)).is_file()
+
     def drop_session(self, session_id: str) -> None:
-        shutil.rmtree(self.directory / "s" / _safe(session_id), ignore_errors=True)
+        for part in ("s", "h"):
+            shutil.rmtree(self.directory / part / _safe(session_id), ignore_errors=True)
+        with self._lock:
+            self._dirs.discard(session_id)
+
+    def sessions(self) -> set[str]:
+        """The sessions that have files here (by folder name: a session id is one)."""
+        found: set[str] = set()
+        for part in ("s", "h"):
+            with contextlib.suppress(OSError):
+                found.update(p.name for p in (self.directory / part).iterdir() if not p.name.startswith("."))
+        return found
 
     def _trim(self) -> None:
         """Remove the least recently written files until the directory holds 90% of the budget."""
         files: list[tuple[float, int, Path]] = []
-        for path in self.directory.rglob("*"):
+        for path in (*(self.directory / "c").glob("*"), *(self.directory / "s").rglob("*")):  # not `h/`: held
             with contextlib.suppress(OSError):
                 st = path.stat()
                 if path.is_file():

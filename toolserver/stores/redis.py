@@ -13,10 +13,10 @@ on one slot), all expiring together after the session's idle TTL:
     lock     a short lease, renewed while held: one tool call or addition at a time per session, across
              replicas; its token fences each call's commit (`redis_lock`)
 
-Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated
-calls on one image decode it once per replica (once per node where the node's processes share them,
-`node_pixels`). Every write is a Lua script that first checks the
-session still exists and its byte budget, so a released or expired session is never half-recreated.
+Decoded images are cached per replica (`DecodedCache`, LRU by pixel bytes), so a rollout's repeated calls on one
+image decode it once per replica (once per node where its processes share them, `node_pixels`; a node's own store
+keeps tool images there as raw pixels, not in `blobs`: `redis_node`). Every write is a Lua script that first checks
+the session still exists and its byte budget, so a released or expired session is never half-recreated.
 
 Redis unreachable means 503 `session_store_unavailable` with Retry-After; the client reconnects by
 itself on a later call once Redis is back.
@@ -40,25 +40,29 @@ from PIL import Image
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from toolserver.errors import BadRequest, NotFound, SessionGone, TooLarge, Unavailable
+from toolserver.errors import NotFound, SessionGone, TooLarge, Unavailable
 from toolserver.imaging import decode_image
-from toolserver.memorymap import OUTCOMES_KEPT, CallCommit, ImageEntry, RecordedOutcome, SessionMap
+from toolserver.memorymap import OUTCOMES_KEPT, Blob, CallCommit, ImageEntry, RecordedOutcome, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.aliases import RedisAliases
 from toolserver.stores.contract import CALL_LOG_LIMIT, SessionStore, SessionSummary, StoreGauge
 from toolserver.stores.node_pixels import NodePixels
-from toolserver.stores.redis_lock import SessionLocks
+from toolserver.stores.redis_lock import Hold, SessionLocks
+from toolserver.stores.redis_node import NodeHeldImages
 from toolserver.stores.redis_parts import (
+    HELD,
     SCRIPT_ADD_IMAGES,
     SCRIPT_ADD_TEXTS,
     SCRIPT_COMMIT_CALL,
     SCRIPT_KEEP_ENCODING,
+    SCRIPT_TAKE_AND_TOUCH,
     SCRIPT_TOUCH,
     DecodedCache,
     RemoteTexts,
     as_bytes,
     hand_over,
+    image_records,
     pairs,
     pixels_key,
     redis_guard,
@@ -76,13 +80,13 @@ def _view_key(entry: ImageEntry, rule: str) -> str:
     return f"{entry.blob_key}|view:{rule}"
 
 
-class RedisStore(SessionStore):
+class RedisStore(NodeHeldImages, SessionStore):
     kind = "redis"
     stores_encoded = True
 
     def __init__(self, url: str, *, session_max_bytes: int, decoded_cache_bytes: int, lock_timeout_s: float,
                  lock_lease_s: float = 3.0, timeout_s: float = 2.0, prefix: str = "ts", retry_after_s: int = 1,
-                 node_pixels: NodePixels | None = None):
+                 node_pixels: NodePixels | None = None, holds_images: bool = False):
         options: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
                                    "retry": Retry(NoBackoff(), 1), "health_check_interval": 30}
         self.url = url
@@ -90,11 +94,16 @@ class RedisStore(SessionStore):
         self._sync = redis.Redis.from_url(url, **options)  # for the tool threads' image loads
         self.session_max_bytes = session_max_bytes
         self.cache = DecodedCache(decoded_cache_bytes, node_pixels)
+        # The node's own store (`serve --workers N` with its private Redis): tool images held as raw pixels in the
+        # node's shared memory, Redis keeping their records. Never for a Redis that several nodes share.
+        self.holds_images = holds_images and node_pixels is not None
         self.locks = SessionLocks(self.redis, lease_s=lock_lease_s, wait_s=lock_timeout_s)
         self.aliases = RedisAliases(self.redis, prefix, self._guard)
         self.prefix = prefix
         self.retry_after_s = retry_after_s
         self._touch = self.redis.register_script(SCRIPT_TOUCH)
+        self._take = self.redis.register_script(SCRIPT_TAKE_AND_TOUCH)
+        self._holds: dict[str, Hold] = {}  # this process's held session locks, by token (a commit may release one)
         self._add_images = self.redis.register_script(SCRIPT_ADD_IMAGES)
         self._add_texts = self.redis.register_script(SCRIPT_ADD_TEXTS)
         self._keep = self.redis.register_script(SCRIPT_KEEP_ENCODING)
@@ -138,6 +147,10 @@ class RedisStore(SessionStore):
             raise NotFound(f"no session {session_id}", code="unknown_session")
         with self._guard():
             reply = await self._touch(keys=self._keys(session_id), args=[TOMBSTONE_MS, _EVICTED])
+        return self._session(session_id, reply)
+
+    def _session(self, session_id: str, reply: list[Any]) -> SessionMap:
+        """The session a touch read (SCRIPT_TOUCH's reply), or 404 / 410."""
         if reply[0] == 0:
             if len(reply) > 1:
                 reason = reply[1].decode()
@@ -165,11 +178,14 @@ class RedisStore(SessionStore):
 
     def _entry(self, session_id: str, rec: dict[str, Any]) -> ImageEntry:
         blob = rec["b"]
+        held = rec["s"] == HELD  # the node's memory holds it: read from there, no decode, no second copy there
+        key = (session_id, blob) if held else pixels_key(session_id, blob, rec.get("c"))
+        load: Callable[[], Image.Image] = lambda: self.cache.get(  # noqa: E731
+            key, lambda: self.held_pixels(session_id, blob) if held else self._decode(session_id, blob), node=not held)
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
-                           load_pixels=lambda: self.cache.get(pixels_key(session_id, blob, rec.get("c")),
-                                                              lambda: self._decode(session_id, blob)),
+                           load_pixels=load,
                            load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
         entry.blob_key = blob
         entry.blob_format = rec["s"]
@@ -177,14 +193,27 @@ class RedisStore(SessionStore):
 
     @asynccontextmanager
     async def exclusive(self, session_id: str) -> AsyncIterator[SessionMap]:
+        if not session_id or len(session_id) > 256:
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        keys = [*self._keys(session_id), self._key(session_id, "lock")]
+        lease_ms = max(1, int(self.locks.lease_s * 1000))
+
+        async def take(token: str) -> tuple[bool, Any]:  # the lock and the session in one round trip
+            reply = await self._take(keys=keys, args=[TOMBSTONE_MS, _EVICTED, token, lease_ms])
+            return reply[0] != -1, reply
+
         with self._guard():
-            async with self.locks.hold(self._key(session_id, "lock"), session_id) as token:
-                if token is None:
+            async with self.locks.hold(keys[-1], session_id, take) as holding:
+                if holding is None:
                     raise Unavailable("another call of this session holds it too long; retry shortly",
                                       retry_after_s=self.retry_after_s, code="session_busy")
-                session = await self.get(session_id)  # the state as the previous holder left it
-                session.fence = token
-                yield session
+                session = self._session(session_id, holding.found)  # as the previous holder left it
+                session.fence = holding.token
+                self._holds[holding.token] = holding
+                try:
+                    yield session
+                finally:
+                    self._holds.pop(holding.token, None)
 
     def mutating(self, session_id: str) -> contextlib.AbstractAsyncContextManager[SessionMap]:
         return self.exclusive(session_id)  # image and text keys are assigned from the current state
@@ -208,8 +237,8 @@ class RedisStore(SessionStore):
 
     # -- additions ------------------------------------------------------------------------------
     async def add_images(self, session: SessionMap, entries: list[ImageEntry],
-                         blobs: Sequence[bytes | None] = (), *, observations: int = 0) -> None:
-        records, pairs, nbytes = self._image_records(session, entries, blobs)
+                         blobs: Sequence[Blob] = (), *, observations: int = 0) -> None:
+        records, pairs, nbytes = image_records(session, entries, blobs)
         keys = self._keys(session.id)[:3]
         with self._guard():
             args: list[Any] = [self.session_max_bytes, nbytes, observations, len(records), *records, *pairs]
@@ -217,43 +246,13 @@ class RedisStore(SessionStore):
         self._check_write(session, first, held, nbytes)
         self._added(session, entries, held, observations)
 
-    def _image_records(self, session: SessionMap, entries: list[ImageEntry],
-                       blobs: Sequence[bytes | None]) -> tuple[list[str], list[Any], int]:
-        """The image records, blob field/value pairs and their bytes that adding `entries` writes."""
-        taken = set(session.by_key)
-        records, pairs, nbytes = [], [], 0
-        for i, entry in enumerate(entries):
-            if entry.key in taken:
-                raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
-            taken.add(entry.key)
-            data = blobs[i] if i < len(blobs) else None
-            if entry.alias_of is not None:
-                source = session.by_key.get(entry.alias_of) or next(e for e in entries if e.key == entry.alias_of)
-                entry.blob_key, entry.blob_format = source.blob_key, source.blob_format
-            else:
-                if data is None:
-                    raise ValueError(f"image {entry.key} needs its bytes to be stored")
-                entry.blob_key = entry.key
-                entry.blob_format = "source" if entry.is_input else entry.pixels_format
-                if not entry.is_input and entry.delivered is not None and data == entry.delivered[1]:
-                    entry.blob_format = entry.delivered[0]  # the system's own bytes decode to the pixels: kept once
-                pairs += [entry.key, data]
-                nbytes += len(data)
-            if entry.delivered is not None and entry.blob_format != entry.delivered[0]:  # for a replay or a fetch
-                pairs += [f"{entry.blob_key}.{entry.delivered[0]}", entry.delivered[1]]
-                nbytes += len(entry.delivered[1])
-            records.append(json.dumps({
-                "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1], "c": entry.content,
-                "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
-                "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
-            }))
-        return records, pairs, nbytes
-
     def _added(self, session: SessionMap, entries: list[ImageEntry], held: int, observations: int) -> None:
         for entry in entries:
             session.append_image(entry)
             if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
-                self.cache.put(pixels_key(session.id, entry.key, entry.content), entry.pixels)
+                held = entry.blob_format == HELD  # in the node's memory already: not copied there again
+                key = (session.id, entry.blob_key or "") if held else pixels_key(session.id, entry.key, entry.content)
+                self.cache.put(key, entry.pixels, node=not held)
         session.observations += observations
         session.nbytes = held
 
@@ -279,12 +278,14 @@ class RedisStore(SessionStore):
 
     # -- tool calls -----------------------------------------------------------------------------
     async def commit_call(self, session: SessionMap, commit: CallCommit) -> None:
-        records, pairs, nbytes = self._image_records(session, commit.entries, commit.blobs)
+        records, pairs, nbytes = image_records(session, commit.entries, commit.blobs)
         outcome = "" if commit.outcome is None else json.dumps(
             {"k": commit.outcome.key, "f": commit.outcome.fingerprint, "r": commit.outcome.result})
         keys = [*self._keys(session.id)[:3], *(self._key(session.id, p) for p in ("calls", "outcomes", "lock"))]
+        holding = self._holds.get(session.fence or "")  # the call's last write: its lock goes with it
         args: list[Any] = [self.session_max_bytes, nbytes, len(records), int(commit.counted), session.fence or "",
-                           CALL_LOG_LIMIT, commit.record, outcome, OUTCOMES_KEPT, *records, *pairs]
+                           CALL_LOG_LIMIT, commit.record, outcome, OUTCOMES_KEPT, "1" if holding else "0",
+                           *records, *pairs]
         try:
             first, held, calls = await self._commit(keys=keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -298,6 +299,8 @@ class RedisStore(SessionStore):
             raise Unavailable("this call's hold on its session lapsed during a session-store stall, so nothing was "
                               "recorded; retry", retry_after_s=self.retry_after_s, code="session_lock_lost")
         self._check_write(session, first, held, nbytes)
+        if holding is not None:
+            holding.released = True
         self._added(session, commit.entries, held, len(commit.entries))
         session.tool_calls = int(calls)
 

@@ -21,7 +21,9 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 import redis.asyncio as aredis
@@ -38,6 +40,21 @@ return 0
 _STORE_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 MAX_ORPHANS = 10_000
 LOCK_POLL_MAX_S = 0.1  # the longest pause between two tries of a busy lock
+
+
+# How a lock is taken: SET NX PX with the token, and whatever else the same round trip reads (the Redis store reads
+# the session in the same script): (taken, what was read).
+Take = Callable[[str], Awaitable[tuple[bool, Any]]]
+
+
+@dataclass
+class Hold:
+    """A held lock: its token (the fence), what the taking read, and whether a commit has released it already
+    (the commit script deletes the lock with its last write: one round trip less per call)."""
+
+    token: str
+    found: Any = None
+    released: bool = False
 
 
 class SessionLocks:
@@ -60,17 +77,23 @@ class SessionLocks:
                 raise
 
     @contextlib.asynccontextmanager
-    async def hold(self, key: str, session_id: str) -> AsyncIterator[str | None]:
-        """The lock, renewed while held; yields its token (the fence), or None if it stayed busy `wait_s`."""
+    async def hold(self, key: str, session_id: str, take: Take | None = None) -> AsyncIterator[Hold | None]:
+        """The lock, renewed while held; yields its `Hold` (the token is the fence), or None if it stayed busy
+        `wait_s`. `take(token)` takes it (a plain SET NX PX by default)."""
         token = secrets.token_hex(16)
         lock = self.redis.lock(key, timeout=self.lease_s, thread_local=False)
+
+        async def plain(token: str) -> tuple[bool, Any]:
+            return bool(await lock.acquire(blocking=False, token=token)), None
+
+        take = take or plain
         try:
             await self.release_orphans()
-            acquired = await lock.acquire(blocking=False, token=token)
+            acquired, found = await take(token)
             if not acquired:
                 started = time.monotonic()
                 log.info("session %s: a call waits for the session's lock, held by another call", session_id)
-                acquired = await self._wait_for(lock, token, started)
+                acquired, found = await self._wait_for(take, token, started)
                 log.info("session %s: lock %s after %.2f s", session_id, "taken" if acquired else "still busy",
                          time.monotonic() - started)
         except _STORE_ERRORS:
@@ -79,11 +102,13 @@ class SessionLocks:
         if not acquired:
             yield None
             return
+        lock.local.token = token.encode()  # what its renewals check (taken by `take`, perhaps not by `lock`)
+        holding = Hold(token, found)
         held = asyncio.Event()
         held.set()
-        renewal = asyncio.create_task(self._renew(lock, session_id, held))
+        renewal = asyncio.create_task(self._renew(lock, session_id, held, holding))
         try:
-            yield token
+            yield holding
         finally:
             # The flag, not only the cancel, ends the renewal: redis-py can turn a cancel that lands inside a
             # command during a stall into a store error, which the loop takes for an outage and carries on
@@ -92,27 +117,29 @@ class SessionLocks:
             held.clear()
             renewal.cancel()
             await asyncio.wait({renewal}, timeout=self.lease_s)
-            await self._release_token(key, token)
+            if not holding.released:
+                await self._release_token(key, token)
 
-    async def _wait_for(self, lock: aredis.lock.Lock, token: str, started: float) -> bool:
+    async def _wait_for(self, take: Take, token: str, started: float) -> tuple[bool, Any]:
         """Tries again with a growing pause (5 ms doubling to 100 ms) until `wait_s` has passed. A fixed short
         pause made every waiter poll Redis 200 times a second: under a retry storm (clients retrying calls that
         wait behind their own originals) that polling alone kept the event loop and Redis busy."""
         pause = 0.005
         while time.monotonic() - started < self.wait_s:
             await asyncio.sleep(min(pause, max(0.0, self.wait_s - (time.monotonic() - started))))
-            if await lock.acquire(blocking=False, token=token):
-                return True
+            acquired, found = await take(token)
+            if acquired:
+                return True, found
             pause = min(pause * 2, LOCK_POLL_MAX_S)
-        return False
+        return False, None
 
-    async def _renew(self, lock: aredis.lock.Lock, session_id: str, held: asyncio.Event) -> None:
+    async def _renew(self, lock: aredis.lock.Lock, session_id: str, held: asyncio.Event, holding: Hold) -> None:
         """Renews the lease every third of it while `held` is set, for at most `max_hold_s`: past that the call is
         stuck somewhere, and its session must not stay locked for it (the fence refuses its late commit)."""
         started = time.monotonic()
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            if not held.is_set():
+            if not held.is_set() or holding.released:
                 return
             if time.monotonic() - started > self.max_hold_s:
                 log.warning("session %s: a call has held the session's lock for %.0f s; its lease is left to run "

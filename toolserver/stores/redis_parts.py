@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -16,8 +17,8 @@ import redis
 from cachetools import LRUCache
 from PIL import Image
 
-from toolserver.errors import SessionGone, Unavailable
-from toolserver.memorymap import image_nbytes
+from toolserver.errors import BadRequest, SessionGone, Unavailable
+from toolserver.memorymap import Blob, HeldPixels, ImageEntry, SessionMap, image_nbytes
 from toolserver.models import SessionSettings
 from toolserver.ownership import may_see
 from toolserver.stores.contract import SessionSummary
@@ -47,6 +48,19 @@ redis.call('PEXPIRE', KEYS[7], ttl)
 redis.call('PEXPIRE', KEYS[8], ttl)
 redis.call('SET', KEYS[6], 'expired (idle longer than its ttl)', 'PX', ttl + tonumber(ARGV[1]))
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[5])}
+"""
+
+# KEYS: the touch's, then lock. ARGV: the touch's, then token, lease_ms. A call's first round trip: the session's
+# lock taken (SET NX PX) and, only if it was, the session touched and read; {-1} when another call holds it. A session
+# found gone frees the lock at once.
+SCRIPT_TAKE_AND_TOUCH = """
+if not redis.call('SET', KEYS[9], ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then return {-1} end
+local function touch()
+""" + SCRIPT_TOUCH + """
+end
+local reply = touch()
+if reply[1] == 0 then redis.call('DEL', KEYS[9]) end
+return reply
 """
 
 # KEYS: meta images blobs. ARGV: max_bytes, add_bytes, observations, n, n records, then blob field/value pairs.
@@ -88,7 +102,8 @@ return {0, held + add}
 """
 
 # KEYS: meta images blobs calls outcomes lock. ARGV: max_bytes, add_bytes, n, counted, fence, log_keep, record,
-# outcome ('' for none), outcomes_keep, then n image records, then blob field/value pairs.
+# outcome ('' for none), outcomes_keep, release ('1': the lock is deleted with this last write), then n image
+# records, then blob field/value pairs.
 # A tool call's whole effect at once, and only while the call still holds the session's lock (the fence): its
 # images, its count, its log record (the oldest beyond log_keep dropped, and one the budget cannot hold: the log
 # never fails a call; both counted) and its outcome (the latest outcomes_keep kept). Returns
@@ -104,8 +119,8 @@ local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms'))
 local n = tonumber(ARGV[3])
 local first = redis.call('LLEN', KEYS[2])
 if n > 0 then
-  for i = 1, n do redis.call('RPUSH', KEYS[2], ARGV[9 + i]) end
-  for i = 10 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+  for i = 1, n do redis.call('RPUSH', KEYS[2], ARGV[10 + i]) end
+  for i = 11 + n, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
   redis.call('HINCRBY', KEYS[1], 'count', n)
   redis.call('HINCRBY', KEYS[1], 'observations', n)
   redis.call('PEXPIRE', KEYS[2], ttl)
@@ -133,6 +148,7 @@ if ARGV[8] ~= '' then
   redis.call('PEXPIRE', KEYS[5], ttl)
 end
 redis.call('HSET', KEYS[1], 'nbytes', held)
+if ARGV[10] == '1' then redis.call('DEL', KEYS[6]) end
 return {first, held, calls}
 """
 
@@ -146,6 +162,46 @@ if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
 end
 return 1
 """
+
+HELD = "held"  # an image record's stored form when its pixels are held by the node (`NodePixels.hold`), not in Redis
+
+
+def image_records(session: SessionMap, entries: list[ImageEntry],
+                  blobs: Sequence[Blob]) -> tuple[list[str], list[Any], int]:
+    """The image records, blob field/value pairs and their bytes that adding `entries` writes. Held pixels
+    (`HeldPixels`) are written already: only their name goes into the record, and their bytes are charged."""
+    taken = set(session.by_key)
+    records, pairs, nbytes = [], [], 0
+    for i, entry in enumerate(entries):
+        if entry.key in taken:
+            raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
+        taken.add(entry.key)
+        data = blobs[i] if i < len(blobs) else None
+        if entry.alias_of is not None:
+            source = session.by_key.get(entry.alias_of) or next(e for e in entries if e.key == entry.alias_of)
+            entry.blob_key, entry.blob_format = source.blob_key, source.blob_format
+        elif isinstance(data, HeldPixels):
+            entry.blob_key, entry.blob_format = data.name, HELD
+            nbytes += data.nbytes
+        else:
+            if data is None:
+                raise ValueError(f"image {entry.key} needs its bytes to be stored")
+            entry.blob_key = entry.key
+            entry.blob_format = "source" if entry.is_input else entry.pixels_format
+            if not entry.is_input and entry.delivered is not None and data == entry.delivered[1]:
+                entry.blob_format = entry.delivered[0]  # the system's own bytes decode to the pixels: kept once
+            pairs += [entry.key, data]
+            nbytes += len(data)
+        if entry.delivered is not None and entry.blob_format != entry.delivered[0]:  # for a replay or a fetch
+            pairs += [f"{entry.blob_key}.{entry.delivered[0]}", entry.delivered[1]]
+            nbytes += len(entry.delivered[1])
+        records.append(json.dumps({
+            "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1], "c": entry.content,
+            "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
+            "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
+        }))
+    return records, pairs, nbytes
+
 
 def pixels_key(session_id: str, blob: str, content: str | None) -> tuple[str, str]:
     """The decoded-cache key of an image's pixels: an input with a content digest (its bytes and alpha rule) under
@@ -168,33 +224,35 @@ class DecodedCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, str], load: Callable[[], Image.Image]) -> Image.Image:
-        image = self.peek(key)
+    def get(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True) -> Image.Image:
+        """The cached image, else `load()`'s, kept. `node=False`: an image the node holds already (`hold`), which
+        its cache neither looks up nor copies."""
+        image = self.peek(key, node=node)
         if image is not None:
             return image
         with self._lock:
             self.misses += 1
         image = load()
-        self.put(key, image)
+        self.put(key, image, node=node)
         return image
 
-    def peek(self, key: tuple[str, str]) -> Image.Image | None:
+    def peek(self, key: tuple[str, str], *, node: bool = True) -> Image.Image | None:
         """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read)."""
         with self._lock:
             image = self._cache.get(key)
             if image is not None:
                 self.hits += 1
                 return image
-        if self.node is None or (image := self.node.get(key)) is None:
+        if not node or self.node is None or (image := self.node.get(key)) is None:
             return None
         with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
             self._cache[key] = image
         return image
 
-    def put(self, key: tuple[str, str], image: Image.Image) -> None:
+    def put(self, key: tuple[str, str], image: Image.Image, *, node: bool = True) -> None:
         with self._lock, contextlib.suppress(ValueError):
             self._cache[key] = image
-        if self.node is not None:
+        if node and self.node is not None:
             self.node.put(key, image)
 
     def drop_session(self, session_id: str) -> None:

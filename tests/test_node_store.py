@@ -1,0 +1,160 @@
+"""The node's own store (`toolserver serve --workers N` with its private Redis): a tool image is held once, as raw
+pixels in the node's shared memory, and Redis keeps only its record. The workers are modelled here as Cores on one
+real `redis-server` sharing one node directory; tests/test_node.py runs a real node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+from pathlib import Path
+
+import pytest
+import redis
+from PIL import Image
+
+from tests.conftest import PHOTOS, RedisServer, photo
+from toolserver.config import Settings
+from toolserver.core import Core, RawImage
+from toolserver.errors import NotFound
+from toolserver.models import CreateSessionRequest
+from toolserver.stores.redis import RedisStore
+
+ZOOM = {"image": "original_image", "bbox_2d": [100, 100, 600, 500]}
+INNER = {"image": "observation_1", "bbox_2d": [0, 0, 500, 500]}
+
+
+def worker(tmp_path: Path, redis_server: RedisServer, index: int, *, holds: bool = True) -> Core:
+    """One of the node's server processes: the node's Redis and directory, as the supervisor sets them."""
+    return Core(Settings(data_dir=tmp_path / f"worker{index}", allowed_roots=[PHOTOS], workers=2, queue_limit=64,
+                         session_store="redis", redis_url=redis_server.url, node_dir=tmp_path / "node",
+                         node_holds_images=holds, worker_index=index))
+
+
+def held_dir(tmp_path: Path, sid: str) -> Path:
+    return tmp_path / "node" / "pixels" / "h" / sid
+
+
+async def new_session(core: Core, **settings) -> str:
+    settings.setdefault("output", {"format": "jpeg"})  # a PNG delivered inline is kept as those bytes instead
+    created = await core.create_session(CreateSessionRequest(**settings), [RawImage(photo("LadyBird.jpg").read_bytes())])
+    return created.session_id
+
+
+def pixels_of(result) -> bytes:
+    return Image.open(io.BytesIO(base64.b64decode(result.images[0].data))).convert("RGB").tobytes()
+
+
+def test_a_tool_image_held_by_one_worker_is_read_by_another(tmp_path: Path, redis_server: RedisServer):
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        sid = await new_session(a)
+        first = await a.call_tool(sid, "zoom_in", ZOOM)
+        second = await b.call_tool(sid, "zoom_in", INNER)  # the crop of a crop whose pixels only `a` made
+        assert first.ok and second.ok
+        # What one process makes, exactly.
+        memory = Core(Settings(data_dir=tmp_path / "memory", workers=2))
+        mid = await new_session(memory)
+        await memory.call_tool(mid, "zoom_in", ZOOM)
+        assert pixels_of(second) == pixels_of(await memory.call_tool(mid, "zoom_in", INNER))
+        # Redis holds the upload and the records, no tool image's bytes; the node's directory holds each once.
+        blobs = redis.Redis.from_url(redis_server.url).hgetall(f"ts:{{{sid}}}:blobs")
+        assert sorted(blobs) == [b"original_image"]
+        files = sorted(p.name for p in held_dir(tmp_path, sid).iterdir())
+        assert [f.split(".")[0] for f in files] == ["observation_1", "observation_2"]
+        assert not list((tmp_path / "node" / "pixels" / "s").glob(f"{sid}/observation_*"))  # no second copy
+        store = b.store
+        assert isinstance(store, RedisStore) and store.holds_images
+        # The budget counts the held pixels; a fetch in any format encodes them on demand.
+        info = await b.session_info(sid)
+        assert info.bytes_held >= sum((held_dir(tmp_path, sid) / f).stat().st_size for f in files)
+        jpeg, mime = await a.image_bytes(sid, "observation_2")
+        assert mime == "image/jpeg" and Image.open(io.BytesIO(jpeg)).convert("RGB").tobytes() == pixels_of(second)
+        lossless = [(await core.image_bytes(s, "observation_2", "png"))[0] for core, s in ((b, sid), (memory, mid))]
+        assert Image.open(io.BytesIO(lossless[0])).tobytes() == Image.open(io.BytesIO(lossless[1])).tobytes()
+        for core in (a, b, memory):
+            await core.stop()
+
+    asyncio.run(main())
+
+
+def test_held_images_go_with_a_released_session_and_with_an_expired_one(tmp_path: Path, redis_server: RedisServer):
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        released = await new_session(a)
+        await a.call_tool(released, "zoom_in", ZOOM)
+        assert held_dir(tmp_path, released).is_dir()
+        await b.release(released)  # by the other worker
+        assert not held_dir(tmp_path, released).exists()
+        expiring, live = await new_session(a, ttl_s=0.3), await new_session(a)
+        await a.call_tool(expiring, "zoom_in", ZOOM)
+        await a.call_tool(live, "zoom_in", ZOOM)
+        assert await b.store.sweep_ended() == 0  # both live: nothing touched
+        await asyncio.sleep(0.6)  # Redis expires the first by itself: no release runs
+        assert held_dir(tmp_path, expiring).is_dir()
+        assert await b.store.sweep_ended() == 1  # what every worker's periodic sweep runs
+        assert not held_dir(tmp_path, expiring).exists() and held_dir(tmp_path, live).is_dir()
+        assert (await a.call_tool(live, "zoom_in", INNER)).ok
+        for core in (a, b):
+            await core.stop()
+
+    asyncio.run(main())
+
+
+def test_a_keyed_call_runs_once_across_workers_and_a_lapsed_call_never_overwrites(tmp_path: Path,
+                                                                                redis_server: RedisServer):
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        sid = await new_session(a)
+        key = "call-1"
+        results = await asyncio.gather(*(core.call_tool(sid, "zoom_in", ZOOM, idempotency_key=key)
+                                         for core in (a, b, a, b)))
+        assert {r.images[0].key for r in results} == {"observation_1"}
+        assert len({pixels_of(r) for r in results}) == 1
+        assert (await b.session_info(sid)).tool_calls == 1
+        assert len(list(held_dir(tmp_path, sid).iterdir())) == 1  # the replays wrote nothing
+        # A call whose lock lapsed holds its pixels under a name of its own: the committed image is untouched.
+        store = a.store
+        assert isinstance(store, RedisStore)
+        late = await asyncio.to_thread(store.hold_pixels, sid, "observation_1", Image.new("RGB", (8, 8), "red"))
+        assert late is not None and late.name.startswith("observation_1.")
+        again = await b.call_tool(sid, "zoom_in", ZOOM, idempotency_key=key)
+        assert pixels_of(again) == pixels_of(results[0])
+        with pytest.raises(NotFound):
+            await b.image_bytes(sid, "observation_9")
+        for core in (a, b):
+            await core.stop()
+
+    asyncio.run(main())
+
+
+def test_a_redis_several_nodes_share_keeps_tool_images_in_redis(tmp_path: Path, redis_server: RedisServer):
+    async def main():
+        core = worker(tmp_path, redis_server, 0, holds=False)  # `SESSION_STORE=redis` named by the operator
+        sid = await new_session(core)
+        assert (await core.call_tool(sid, "zoom_in", ZOOM)).ok
+        blobs = redis.Redis.from_url(redis_server.url).hgetall(f"ts:{{{sid}}}:blobs")
+        assert blobs[b"observation_1"].startswith(b"\x89PNG")
+        assert not held_dir(tmp_path, sid).exists()
+        await core.stop()
+
+    asyncio.run(main())
+
+
+def test_held_pixels_come_back_exact_are_never_trimmed_and_go_with_their_session(tmp_path: Path):
+    from toolserver.stores.node_pixels import NodePixels
+
+    node = NodePixels(tmp_path / "pixels", max_bytes=4096)  # a cache budget far below the held image
+    image = Image.effect_noise((64, 48), 40).convert("RGB")
+    size = node.hold("s1", "observation_1.ab", image)
+    assert size is not None and size > 4096
+    assert node.hold("s1", "observation_1.ab", image) is None  # a name is written once: never overwritten
+    for i in range(8):  # the cache overflows its budget and is trimmed; the held image is not touched
+        node.put((f"content:x{i}", ""), Image.new("L", (32, 32), i))
+    back = node.held("s1", "observation_1.ab")
+    assert back is not None and back.mode == "RGB" and back.tobytes() == image.tobytes()
+    assert node.sessions() == {"s1"}
+    node.drop_session("s1")
+    assert node.held("s1", "observation_1.ab") is None and node.sessions() == set()
+    assert node.hold("s1", "observation_2.cd", image.convert("P")) is None  # a palette: the store encodes it
