@@ -99,3 +99,49 @@ def build_tiny_got_ocr2(directory: Path) -> Path:
     image_processor = transformers.GotOcr2ImageProcessorPil(size={"height": 64, "width": 64})
     transformers.GotOcr2Processor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(directory)
     return directory
+
+
+MOLMO2_TOKENS = ["<|image|>", "<|video|>", "<im_patch>", "<im_col>", "<im_start>", "<low_res_im_start>",
+                 "<frame_start>", "<im_end>", "<frame_end>", "<im_low>"]
+# A chat template in the shape of Molmo2's (the image first, then the user's text, then the assistant's turn).
+MOLMO2_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if message['content'] is string %}{{ message['role'] }}: {{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}{% if item['type'] == 'image' %}<|image|>{% endif %}{% endfor %}"
+    "{{ message['role'] }}: {% for item in message['content'] %}{% if item['type'] == 'text' %}{{ item['text'] }}"
+    "{% endif %}{% endfor %}{% endif %} {% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+def build_tiny_molmo2(directory: Path) -> Path:
+    """Molmo2 (a ViT, the pooling adapter, a Qwen3-style decoder) over 28x28 crops of 4x4 patches, at most 4 crops,
+    with a byte-level tokenizer; the image processor's settings written as its `preprocessor_config.json`."""
+    import json
+
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    tokenizer = _byte_tokenizer(["<|im_start|>", "<|im_end|>", "<|endoftext|>", *MOLMO2_TOKENS])
+    tokenizer.chat_template = MOLMO2_CHAT_TEMPLATE
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in MOLMO2_TOKENS}
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  num_key_value_heads=2, head_dim=8, image_size=[28, 28], patch_size=4, initializer_range=0.5)
+    adapter = dict(vision_feature_layer=[-1, 0], hidden_size=16, num_attention_heads=2, num_key_value_heads=2,
+                   head_dim=8, intermediate_size=32, text_hidden_size=32, initializer_range=0.5)
+    text = dict(vocab_size=len(tokenizer), additional_vocab_size=0, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                max_position_embeddings=1024, initializer_range=0.5)
+    config = transformers.Molmo2Config(
+        vision_config=vision, adapter_config=adapter, text_config=text,
+        image_start_token_id=ids["<im_start>"], low_res_image_start_token_id=ids["<low_res_im_start>"],
+        image_end_token_id=ids["<im_end>"], image_patch_id=ids["<im_patch>"],
+        frame_start_token_id=ids["<frame_start>"], frame_end_token_id=ids["<frame_end>"])
+    model = transformers.Molmo2ForConditionalGeneration(config).eval()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    (directory / "preprocessor_config.json").write_text(json.dumps({
+        "image_processor_type": "Molmo2ImageProcessor", "size": {"height": 28, "width": 28}, "max_crops": 4,
+        "overlap_margins": [1, 1], "patch_size": 4, "pooling_size": [2, 2], "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5], "resample": 2, "rescale_factor": 1 / 255}))
+    return directory

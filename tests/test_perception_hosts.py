@@ -9,7 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.perception_helpers import build_tiny_got_ocr2, build_tiny_grounding_dino, build_tiny_sam2
+from tests.perception_helpers import (
+    build_tiny_got_ocr2,
+    build_tiny_grounding_dino,
+    build_tiny_molmo2,
+    build_tiny_sam2,
+)
 from tests.test_perception_models import picture, same_detections
 from toolserver.batching import LocalTransport
 from toolserver.config import Settings
@@ -26,7 +31,8 @@ def settings(tmp_path_factory) -> Settings:
     tmp = tmp_path_factory.mktemp("perception")
     return Settings(data_dir=tmp / "data", grounding_dino_model=str(build_tiny_grounding_dino(tmp / "dino")),
                     sam2_model=str(build_tiny_sam2(tmp / "sam2")), ocr_model=str(build_tiny_got_ocr2(tmp / "ocr")),
-                    ocr_max_new_tokens=8, clip_model="", text_model="", model_devices="cpu",
+                    ocr_max_new_tokens=8, point_model=str(build_tiny_molmo2(tmp / "point")), point_max_new_tokens=6,
+                    clip_model="", text_model="", model_devices="cpu",
                     perception_batch_wait_ms=300, model_host_wait_s=60)
 
 
@@ -46,7 +52,7 @@ def test_two_workers_calls_share_the_hosts_batches_and_answer_as_in_process(sett
     local = {name: PerceptionFront(name, LocalTransport(model, batch_rule(settings, name)))
              for name, model in build_models(settings, PERCEPTION_MODELS).items()}
     params = {"grounding_dino": {"caption": "a red cat", "box_threshold": 0.0, "text_threshold": 0.0},
-              "sam2": {"points": [(10.0, 12.0)]}, "ocr": {}}
+              "sam2": {"points": [(10.0, 12.0)]}, "ocr": {}, "point": {"prompt": "Point to the cat in the scene."}}
     batches: list[int] = []
     answers: dict[tuple[str, int], dict] = {}
     try:
@@ -62,12 +68,13 @@ def test_two_workers_calls_share_the_hosts_batches_and_answer_as_in_process(sett
             thread.start()
         for thread in threads:
             thread.join()
-        assert len(answers) == 12 and max(batches) > 1  # calls of both workers met in the host's batches
+        assert len(answers) == 16 and max(batches) > 1  # calls of both workers met in the host's batches
         for i in range(4):
             alone = {name: local[name].run(picture(i), params[name]) for name in PERCEPTION_MODELS}
             assert same_detections(answers["grounding_dino", i], alone["grounding_dino"])
             assert np.array_equal(answers["sam2", i]["mask"], alone["sam2"]["mask"])
             assert answers["ocr", i] == alone["ocr"]
+            assert answers["point", i] == alone["point"]
     finally:
         for transports in workers:
             next(iter(transports.values())).pool.close()

@@ -212,6 +212,10 @@ class Settings(BaseSettings):
     ocr_model: str = Field(default="stepfun-ai/GOT-OCR-2.0-hf", description="GOT-OCR2 for `OCR`: a local "
                            "transformers directory or an HF id already in the HF cache; '' = off.")
     ocr_max_new_tokens: int = Field(default=4096, ge=1, le=16384, description="Most tokens GOT-OCR2 reads per image.")
+    point_model: str = Field(default="allenai/Molmo2-8B", description="Molmo2 for `Point` (in Molmo-7B-D's place): "
+                             "a local transformers directory or an HF id already in the HF cache; '' = off.")
+    point_max_new_tokens: int = Field(default=2048, ge=1, le=16384, description="Most tokens Molmo2 writes per "
+                                      "`Point` call (the reference worker's 2048).")
     perception_device: str = Field(default="auto", description="Device for the perception models (`auto`: CUDA when "
                                    "present; a model host puts them on its own device).")
     perception_batch_calls: int = Field(default=16, ge=1, description="Perception-model calls of any sessions run "

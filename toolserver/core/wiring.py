@@ -27,6 +27,7 @@ from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.hostlink import HostTransport, node_transports
 from toolserver.metrics import Metrics
 from toolserver.perception.grounding_dino import GroundingDinoRunner
+from toolserver.perception.molmo2 import Molmo2PointRunner
 from toolserver.perception.ocr import GotOcrRunner
 from toolserver.perception.sam2 import Sam2Runner
 from toolserver.perception.service import PerceptionFront, PerceptionModel
@@ -42,7 +43,7 @@ from toolserver.stores import SessionStore, build_store
 
 MODEL_NAMES = ("smfanet", "clip", "text")
 # OpenThinkIMG's model tools: on the node's model hosts with the others; in process beside a Ray Serve app.
-PERCEPTION_MODELS = ("grounding_dino", "sam2", "ocr")
+PERCEPTION_MODELS = ("grounding_dino", "sam2", "ocr", "point")
 log = logging.getLogger("toolserver.sandbox")
 
 
@@ -183,6 +184,9 @@ def build_models(s: Settings, names: tuple[str, ...] = MODEL_NAMES + PERCEPTION_
     if "ocr" in names:
         models["ocr"] = PerceptionModel("ocr", GotOcrRunner(s.ocr_max_new_tokens), s.ocr_model, s.perception_device,
                                         "TOOLSERVER_OCR_MODEL")
+    if "point" in names:
+        models["point"] = PerceptionModel("point", Molmo2PointRunner(s.point_max_new_tokens), s.point_model,
+                                          s.perception_device, "TOOLSERVER_POINT_MODEL")
     return models
 
 

@@ -28,7 +28,7 @@ from toolserver.tools.base import Tool, ToolContext, ToolOutput
 from toolserver.tools.perception.crop import Crop
 from toolserver.tools.perception.draw_horizontal_line import DrawHorizontalLineByY
 from toolserver.tools.perception.draw_vertical_line import DrawVerticalLineByX
-from toolserver.tools.perception.model_workers import WorkerOcr, WorkerSegmentRegionAroundPoint
+from toolserver.tools.perception.model_workers import WorkerOcr, WorkerPoint, WorkerSegmentRegionAroundPoint
 from toolserver.tools.perception.select_subplot import ZoomInSubfigure
 from toolserver.tools.perception.worker import text_answer
 
@@ -37,6 +37,7 @@ IMAGE_TOOLS: tuple[Tool, ...] = (DrawHorizontalLineByY(), DrawVerticalLineByX(),
 MODEL_TOOLS: tuple[Tool, ...] = (
     WorkerOcr(),  # OCR (GOT-OCR2 in EasyOCR's place: docs/perception-models.md)
     WorkerSegmentRegionAroundPoint(),  # SegmentRegionAroundPoint (SAM2)
+    WorkerPoint(),  # Point (Molmo2 in Molmo-7B-D's place: docs/perception-models.md)
 )
 
 

@@ -1,5 +1,6 @@
 """OpenThinkIMG's model tools, named, shaped and worded as its workers: `grounding_dino` (GroundingDINO), `OCR`
-(GOT-OCR2 in place of EasyOCR, `toolserver.perception.ocr`) and `SegmentRegionAroundPoint` (SAM2). The networks
+(GOT-OCR2 in place of EasyOCR, `toolserver.perception.ocr`), `SegmentRegionAroundPoint` (SAM2) and `Point` (Molmo2
+in place of Molmo-7B-D, `toolserver.perception.molmo2`). The networks
 run on the node's model service (`toolserver.perception`), where the calls of every session meet in one batcher
 per device.
 
@@ -10,6 +11,8 @@ per device.
 - `SegmentRegionAroundPoint`: `param` holds points as `x="21.5" y="28.5"` (several: `x1=… y1=… x2=…`), in
   percent of the image; values above 100 are skipped. The answer is "Segmentation completed." and the picture of
   the mask, or "No valid points extracted.".
+- `Point`: `param` names what to point to; the worker asks "Point to the {param} in the scene." and answers the
+  model's text as it wrote it (points as the model writes them, in percent of the image).
 
 A model that is not configured or whose weights are not on this host fails the call with a text naming the
 setting to set; the reference's own failure texts are kept for errors inside the model.
@@ -39,6 +42,7 @@ from toolserver.tools.args import ImageRef
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
 SERVER_ERROR_MSG = "**NETWORK ERROR DUE TO HIGH TRAFFIC. PLEASE REGENERATE OR REFRESH THIS PAGE.**"
+POINT_PROMPT = "Point to the {} in the scene."  # the Molmo worker's prompt
 POINT = re.compile(r'x\d*=\s*\\?"?([0-9]+(?:\.[0-9]*)?)\\?"?\s*y\d*=\s*\\?"?([0-9]+(?:\.[0-9]*)?)\\?"?')
 
 
@@ -182,3 +186,27 @@ class SegmentRegionAroundPoint(ModelTool):
                                                 code="model_error"))
         return self.reply(ctx, WorkerAnswer("Segmentation completed.", edited, image_field=True,
                                             meta={"points": [list(p) for p in points], "score": result["score"]}))
+
+
+class PointArgs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    image: ImageRef
+    param: str = Field(description="What to point to, e.g. `red car`: the model is asked \"Point to the {param} in "
+                                   "the scene.\"")
+
+
+class Point(ModelTool):
+    name = "Point"
+    description = ("Point to what `param` names with Molmo2: the model's answer as it writes it, its points in "
+                   "percent of the image.")
+    Args: type[BaseModel] = PointArgs
+
+    def run(self, ctx: ToolContext, args: PointArgs) -> ToolOutput:
+        _, pixels = self.pixels(ctx, args.image)
+        prompt = POINT_PROMPT.format(args.param)
+        try:
+            result = run_model(ctx, "point", pixels, {"prompt": prompt})
+        except RuntimeError as exc:
+            return self.reply(ctx, WorkerAnswer(f"Error when using molmo to point: {exc}", code="model_error"))
+        return self.reply(ctx, WorkerAnswer(str(result["text"]), meta={"prompt": prompt}))

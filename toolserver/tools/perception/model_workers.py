@@ -1,4 +1,4 @@
-"""OpenThinkIMG's model workers as its rollout drives them: `OCR` and `SegmentRegionAroundPoint`
+"""OpenThinkIMG's model workers as its rollout drives them: `OCR`, `Point` and `SegmentRegionAroundPoint`
 (`toolserver/tools/perception_models.py`, on the node's model service) handed the newest image as the rollout
 sends it (`worker.worker_image`), their arguments read raw as each worker indexes them, their answers written back
 through `worker.py`'s helpers (`docs/perception.md`, the model tools' contract):
@@ -6,6 +6,9 @@ through `worker.py`'s helpers (`docs/perception.md`, the model tools' contract):
 - a missing `image` (or `param` for SAM) is the worker's HTTP 500: the tool manager's text (`SERVER_ERROR`);
 - OCR answers a text without an image field: `text_reply`, or `text_answer` with its error texts
   ("Missing 'image' for the ocr input parameters.", "Error when ocr: …");
+- Point answers a text without an image field: the model's text (`text_reply`), or "Error when using molmo to
+  point: …" (`text_answer`); its `param` is formatted into the prompt whatever it is (None included, as Python's
+  `format` writes it), a missing or None `image` is the HTTP 500;
 - SAM answers an image field: `image_answer` with the segmented picture, or `fallback` (the task's question) where
   the field is empty ("No valid points extracted.", "Missing 'param' or 'image' in the input parameters.", its
   errors).
@@ -38,6 +41,8 @@ from toolserver.tools.perception.worker import (
 from toolserver.tools.perception_models import (
     Ocr,
     OcrArgs,
+    Point,
+    PointArgs,
     SegmentArgs,
     SegmentRegionAroundPoint,
     WorkerAnswer,
@@ -83,6 +88,21 @@ class WorkerOcr(Ocr):
             return text_answer(ctx, "Missing 'image' for the ocr input parameters.", "invalid_arguments")
         return not_running(ctx, self, lambda: super(WorkerOcr, self).run(ctx, OcrArgs.model_construct(
             image=args["image"])))
+
+
+class WorkerPoint(Point):
+    Args = WorkerArgs
+    raw_arguments = True
+
+    def __init__(self) -> None:
+        super().__init__(source=newest_image, reply=rollout_reply)
+
+    def run(self, ctx: ToolContext, args: Any) -> ToolOutput:
+        # The worker reads `param` and decodes `image` before its try: either missing (or no image) is its HTTP 500.
+        if not isinstance(args, dict) or "param" not in args or "image" not in args or args["image"] is None:
+            return text_answer(ctx, SERVER_ERROR.format(name=self.name), "invalid_arguments")
+        arguments = PointArgs.model_construct(image=args["image"], param=str(args["param"]))
+        return not_running(ctx, self, lambda: super(WorkerPoint, self).run(ctx, arguments))
 
 
 class WorkerSegmentRegionAroundPoint(SegmentRegionAroundPoint):
