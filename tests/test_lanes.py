@@ -20,7 +20,7 @@ def test_network_and_index_tools_run_in_the_heavy_lane_and_the_rest_in_the_fast_
     heavy = {(p.name, name) for p in PROFILES.values() for name, tool in p.tools.items() if tool.lane == "heavy"}
     names = {name for _, name in heavy}
     assert names == {"super_resolution", "magnify", "zoom", "doc_page_retrieval_by_query", "search",
-                     "OCR", "SegmentRegionAroundPoint"}  # OpenThinkIMG's model workers: a network each
+                     "OCR", "SegmentRegionAroundPoint", "Point"}  # OpenThinkIMG's model workers: a network each
     assert ("vrag-rl", "search") in heavy  # VRAG-RL's search ranks the whole library
     assert ("mags-rl", "zoom") in heavy and ("groundlight", "zoom") not in heavy  # same name, other work
     fast = PROFILES["default"].tools

@@ -135,7 +135,7 @@ def test_the_tools_as_openai_functions_and_direct_calls(client):
     listed = client.get("/v1/tools", params={"profile": "openthinkimg"}).json()
     names = [t["function"]["name"] for t in listed]
     assert names == ["DrawHorizontalLineByY", "DrawVerticalLineByX", "ZoomInSubfigure", "crop", "OCR",
-                     "SegmentRegionAroundPoint"]
+                     "SegmentRegionAroundPoint", "Point"]
     for entry in listed:  # OCR's worker reads the image alone
         expected = {"image"} if entry["function"]["name"] == "OCR" else {"image", "param"}
         assert set(entry["function"]["parameters"]["required"]) == expected

@@ -109,7 +109,8 @@ def pooling_windows(grid: Any, pool_h: int, pool_w: int) -> tuple[Any, int, int]
     pad_w = pool_w * ((grid.shape[1] + pool_w - 1) // pool_w) - grid.shape[1]
     grid = F.pad(grid, (pad_w // 2, (pad_w + 1) // 2, pad_h // 2, (pad_h + 1) // 2), mode="constant", value=-1)
     rows, cols = grid.shape[0] // pool_h, grid.shape[1] // pool_w
-    return grid.reshape(rows, pool_h, cols, pool_w).permute(0, 2, 1, 3).reshape(rows * cols, pool_h * pool_w), rows, cols
+    windows = grid.reshape(rows, pool_h, cols, pool_w).permute(0, 2, 1, 3).reshape(rows * cols, pool_h * pool_w)
+    return windows, rows, cols
 
 
 def _crops(image: Any, cfg: Molmo2Images) -> tuple[Any, Any]:
