@@ -33,6 +33,7 @@ def test_sessions_uploading_the_same_bytes_share_one_decode(core):
             for m in [*made, other]:
                 await core.release(m.session_id)
             del stores
+            core.archive.flush()  # the trajectory archive holds a released session's images until it has written them
             gc.collect()
             assert len(core._intake.shared) == 0  # nothing kept once no session holds the pixels
         finally:
