@@ -1,6 +1,7 @@
 """The node's own store (`toolserver serve --workers N` with its private Redis): a tool image is held once, as raw
-pixels in the node's shared memory, and Redis keeps only its record. The workers are modelled here as Cores on one
-real `redis-server` sharing one node directory; tests/test_node.py runs a real node.
+pixels in the node's shared memory, and Redis keeps only its record; a crop is kept as its recipe and remade by
+whichever worker reads it. The workers are modelled here as Cores on one real `redis-server` sharing one node
+directory; tests/test_node.py runs a real node.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from toolserver.stores.redis import RedisStore
 
 ZOOM = {"image": "original_image", "bbox_2d": [100, 100, 600, 500]}
 INNER = {"image": "observation_1", "bbox_2d": [0, 0, 500, 500]}
+ROTATE = {"image": "original_image", "angle": 30}  # new pixels that no recipe makes: held
 
 
 def worker(tmp_path: Path, redis_server: RedisServer, index: int, *, holds: bool = True) -> Core:
@@ -50,19 +53,20 @@ def test_a_tool_image_held_by_one_worker_is_read_by_another(tmp_path: Path, redi
     async def main():
         a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
         sid = await new_session(a)
-        first = await a.call_tool(sid, "zoom_in", ZOOM)
-        second = await b.call_tool(sid, "zoom_in", INNER)  # the crop of a crop whose pixels only `a` made
+        first = await a.call_tool(sid, "rotate", ROTATE)
+        second = await b.call_tool(sid, "zoom_in", INNER)  # a crop of an image whose pixels only `a` made
         assert first.ok and second.ok
         # What one process makes, exactly.
         memory = Core(Settings(data_dir=tmp_path / "memory", workers=2))
         mid = await new_session(memory)
-        await memory.call_tool(mid, "zoom_in", ZOOM)
+        await memory.call_tool(mid, "rotate", ROTATE)
         assert pixels_of(second) == pixels_of(await memory.call_tool(mid, "zoom_in", INNER))
-        # Redis holds the upload and the records, no tool image's bytes; the node's directory holds each once.
+        # Redis holds the upload and the records, no tool image's bytes; the node's directory holds the rotated
+        # image once, and the crop of it as nothing but its record's recipe.
         blobs = redis.Redis.from_url(redis_server.url).hgetall(f"ts:{{{sid}}}:blobs")
         assert sorted(blobs) == [b"original_image"]
         files = sorted(p.name for p in held_dir(tmp_path, sid).iterdir())
-        assert [f.split(".")[0] for f in files] == ["observation_1", "observation_2"]
+        assert [f.split(".")[0] for f in files] == ["observation_1"]
         assert not list((tmp_path / "node" / "pixels" / "s").glob(f"{sid}/observation_*"))  # no second copy
         store = b.store
         assert isinstance(store, RedisStore) and store.holds_images
@@ -79,19 +83,78 @@ def test_a_tool_image_held_by_one_worker_is_read_by_another(tmp_path: Path, redi
     asyncio.run(main())
 
 
+def test_a_crop_is_kept_as_its_recipe_and_remade_exactly_by_any_worker(tmp_path: Path, redis_server: RedisServer):
+    calls = [("zoom_in", ZOOM), ("zoom_in", INNER), ("lookback_reuse", {"image": "observation_2"}),
+             ("zoom_in", {"image": "observation_3", "bbox_2d": [50, 40, 400, 300]}),
+             ("zoom_in", {"image": "observation_4", "bbox_2d": [10, 20, 200, 180]})]
+
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        memory = Core(Settings(data_dir=tmp_path / "memory", workers=2))
+        sid, mid = await new_session(a), await new_session(memory)
+        for i, (tool, args) in enumerate(calls):  # the workers take turns: each reads what the other made
+            node, alone = await (a, b)[i % 2].call_tool(sid, tool, args), await memory.call_tool(mid, tool, args)
+            assert node.ok and pixels_of(node) == pixels_of(alone), tool
+        # Redis holds the upload and each image's record: the crops as recipes (their source, box and depth), the
+        # lookback as an alias of one; the fourth crop in a chain is held as pixels instead.
+        client = redis.Redis.from_url(redis_server.url)
+        records = [json.loads(r) for r in client.lrange(f"ts:{{{sid}}}:images", 0, -1)]
+        assert [(r["k"], r["s"], r.get("p"), r.get("n")) for r in records] == [
+            ("original_image", "source", None, None), ("observation_1", "derived", "original_image", 1),
+            ("observation_2", "derived", "observation_1", 2), ("observation_3", "derived", None, 2),
+            ("observation_4", "derived", "observation_3", 3), ("observation_5", "held", None, None)]
+        assert records[1]["x"] == [256, 160, 1536, 800] and records[1]["z"] is None  # rel1000 on 2560x1600
+        assert sorted(client.hgetall(f"ts:{{{sid}}}:blobs")) == [b"original_image"]
+        assert [p.name.split(".")[0] for p in held_dir(tmp_path, sid).iterdir()] == ["observation_5"]
+        # The budget charges a recipe's pixels as it does held ones; any format is encoded from the remade pixels.
+        info = await b.session_info(sid)
+        assert info.bytes_held >= sum(r["w"] * r["h"] * 3 for r in records[1:3] + records[4:])
+        for key in ("observation_2", "observation_4"):
+            made = [(await core.image_bytes(s, key, "png"))[0] for core, s in ((b, sid), (memory, mid))]
+            assert Image.open(io.BytesIO(made[0])).tobytes() == Image.open(io.BytesIO(made[1])).tobytes()
+        for core in (a, b, memory):
+            await core.stop()
+
+    asyncio.run(main())
+
+
+def test_a_recipe_with_a_resize_is_remade_by_another_worker(tmp_path: Path, redis_server: RedisServer):
+    from toolserver.memorymap import CallCommit, Derivation, DerivedPixels, ImageEntry
+    from toolserver.resample import resize_bicubic
+
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        sid = await new_session(a)
+        async with a.store.exclusive(sid) as session:
+            source = session.by_key["original_image"]
+            derivation = Derivation(source, (30, 40, 130, 90), (250, 125))
+            made = derivation.make(source.pixels)
+            assert made.tobytes() == resize_bicubic(source.pixels.crop((30, 40, 130, 90)), (250, 125)).tobytes()
+            kept = a.store.derive_pixels(sid, derivation, made)
+            assert kept == DerivedPixels("original_image", (30, 40, 130, 90), (250, 125), 1, 250 * 125 * 3)
+            entry = ImageEntry(key="observation_1", index=1, origin="tool:zoom_in", pixels=made, view_size=None)
+            await a.store.commit_call(session, CallCommit(entries=[entry], blobs=[kept], record="{}"))
+        again = await b.store.get(sid)
+        assert again.by_key["observation_1"].pixels.tobytes() == made.tobytes()
+        for core in (a, b):
+            await core.stop()
+
+    asyncio.run(main())
+
+
 def test_held_images_go_with_a_released_session_and_with_an_expired_one(tmp_path: Path, redis_server: RedisServer):
     async def main():
         a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
         released = await new_session(a)
-        await a.call_tool(released, "zoom_in", ZOOM)
+        await a.call_tool(released, "rotate", ROTATE)
         assert held_dir(tmp_path, released).is_dir()
         await b.release(released)  # by the other worker
         assert not held_dir(tmp_path, released).exists()
-        expiring, live = await new_session(a, ttl_s=0.3), await new_session(a)
-        await a.call_tool(expiring, "zoom_in", ZOOM)
-        await a.call_tool(live, "zoom_in", ZOOM)
+        expiring, live = await new_session(a, ttl_s=1.5), await new_session(a)
+        await a.call_tool(expiring, "rotate", ROTATE)
+        await a.call_tool(live, "rotate", ROTATE)
         assert await b.store.sweep_ended() == 0  # both live: nothing touched
-        await asyncio.sleep(0.6)  # Redis expires the first by itself: no release runs
+        await asyncio.sleep(1.8)  # Redis expires the first by itself: no release runs
         assert held_dir(tmp_path, expiring).is_dir()
         assert await b.store.sweep_ended() == 1  # what every worker's periodic sweep runs
         assert not held_dir(tmp_path, expiring).exists() and held_dir(tmp_path, live).is_dir()
@@ -108,7 +171,7 @@ def test_a_keyed_call_runs_once_across_workers_and_a_lapsed_call_never_overwrite
         a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
         sid = await new_session(a)
         key = "call-1"
-        results = await asyncio.gather(*(core.call_tool(sid, "zoom_in", ZOOM, idempotency_key=key)
+        results = await asyncio.gather(*(core.call_tool(sid, "rotate", ROTATE, idempotency_key=key)
                                          for core in (a, b, a, b)))
         assert {r.images[0].key for r in results} == {"observation_1"}
         assert len({pixels_of(r) for r in results}) == 1
@@ -119,7 +182,7 @@ def test_a_keyed_call_runs_once_across_workers_and_a_lapsed_call_never_overwrite
         assert isinstance(store, RedisStore)
         late = await asyncio.to_thread(store.hold_pixels, sid, "observation_1", Image.new("RGB", (8, 8), "red"))
         assert late is not None and late.name.startswith("observation_1.")
-        again = await b.call_tool(sid, "zoom_in", ZOOM, idempotency_key=key)
+        again = await b.call_tool(sid, "rotate", ROTATE, idempotency_key=key)
         assert pixels_of(again) == pixels_of(results[0])
         with pytest.raises(NotFound):
             await b.image_bytes(sid, "observation_9")

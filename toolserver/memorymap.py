@@ -46,7 +46,40 @@ class HeldPixels:
     nbytes: int
 
 
-Blob = bytes | HeldPixels | None  # what a store is given to keep an image: its encoding, its held pixels, or nothing
+@dataclass(frozen=True)
+class Derivation:
+    """How a tool's new image is remade, exactly, from an image its session holds: `source`'s pixels cropped to
+    `box` (left, top, right, bottom, in its pixels), then, where `size` is given, resized to it with
+    `toolserver.resample.resize_bicubic`. A tool that says so (`ToolOutput.derived`) makes the image with `make`,
+    so that a store may keep this recipe in place of the pixels (`SessionStore.derive_pixels`)."""
+
+    source: ImageEntry
+    box: tuple[int, int, int, int]
+    size: tuple[int, int] | None = None
+
+    def make(self, pixels: Image.Image) -> Image.Image:
+        crop = pixels.crop(self.box)
+        if self.size is None:
+            return crop
+        from toolserver.resample import resize_bicubic  # numba's import, only where a resize is wanted
+
+        return resize_bicubic(crop, self.size)
+
+
+@dataclass(frozen=True)
+class DerivedPixels:
+    """A new tool image a store keeps as its recipe (`Derivation`): the key of the session's image it is made from,
+    the crop box and size, how many recipes deep it is, and the bytes its pixels take (charged to the session)."""
+
+    source: str
+    box: tuple[int, int, int, int]
+    size: tuple[int, int] | None
+    depth: int
+    nbytes: int
+
+
+# What a store is given to keep an image: its encoding, its held pixels, its recipe, or nothing.
+Blob = bytes | HeldPixels | DerivedPixels | None
 
 
 @dataclass
@@ -85,6 +118,7 @@ class ImageEntry:
         "blob_key",
         "content",
         "delivered",
+        "depth",
         "encoded",
         "index",
         "key",
@@ -119,6 +153,7 @@ class ImageEntry:
         self.views: dict[str, Image.Image] = {}  # model views (whole-image resizes), by rule (in-memory store)
         self.blob_key: str | None = None  # Redis store: the stored bytes these pixels decode from
         self.blob_format: str | None = None  # "source" (as uploaded), "png", or the format of `delivered`
+        self.depth = 0  # Redis store: how many recipes deep its pixels are made (`DerivedPixels`), 0 for stored ones
         self._pixels = pixels
         self._source_bytes = source_bytes  # what was uploaded (inputs only)
         self._load_pixels = load_pixels

@@ -28,7 +28,16 @@ from toolserver.core.wiring import Services
 from toolserver.encodepool import EncodePool, default_processes
 from toolserver.errors import BadRequest, InsufficientStorage, NotFound, ToolFailure
 from toolserver.imaging import OUTPUT_FORMATS, encode_image, fpng_available
-from toolserver.memorymap import Blob, HeldPixels, ImageEntry, RecordedOutcome, SessionMap, compute_view
+from toolserver.memorymap import (
+    Blob,
+    Derivation,
+    DerivedPixels,
+    HeldPixels,
+    ImageEntry,
+    RecordedOutcome,
+    SessionMap,
+    compute_view,
+)
 from toolserver.models import ErrorInfo, ResultImage, ShmHandle, ToolResult
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -82,7 +91,8 @@ class Delivery:
                        store_png: bool, binary: bool = False) -> tuple[ToolOutput, list[Delivered], list[Blob]]:
         """Runs in a worker thread: the tool itself, then the encodings its delivery (and the store) need.
         `binary`: inline images stay bytes (a msgpack answer carries them as they are, no base64). A store that
-        holds raw pixels for the node (`SessionStore.hold_pixels`) is given the new images here, instead of a PNG."""
+        holds raw pixels for the node (`SessionStore.hold_pixels`) is given the new images here, instead of a PNG, or
+        their recipes (`SessionStore.derive_pixels`) where the tool says how it made them."""
         try:
             output = tool.run(ctx, args)
         except ToolFailure as exc:
@@ -125,13 +135,20 @@ class Delivery:
                 # Bytes already made that decode to exactly these pixels are kept as they are: a PNG delivered, or
                 # the system's own encoding of the result (Pixel-Reasoner's JPEG, whose decoding *is* the result).
                 same = data is not None and (own_bytes or (output.encoded_form(offset) is None and mime == "image/png"))
-                stored.append(data if same else self._held(ctx, offset, img) or self.encode(img, "png"))
+                stored.append(data if same else self._kept(ctx, offset, img, output.derivation(offset))
+                              or self.encode(img, "png"))
             else:
                 stored.append(None)
         return output, delivered, stored
 
-    def _held(self, ctx: ToolContext, offset: int, img: Image.Image) -> HeldPixels | None:
-        """The new image's raw pixels, written once where the node's processes read them, if the store does so."""
+    def _kept(self, ctx: ToolContext, offset: int, img: Image.Image,
+              derivation: Derivation | None) -> HeldPixels | DerivedPixels | None:
+        """The new image kept by the store as its recipe, or else its raw pixels written once where the node's
+        processes read them, if the store does either (else it needs a PNG)."""
+        if derivation is not None:
+            derived = self.services.store.derive_pixels(ctx.session_id, derivation, img)
+            if derived is not None:
+                return derived
         started = time.perf_counter()
         held = self.services.store.hold_pixels(ctx.session_id, ctx.observation_key(offset), img)
         if held is not None:

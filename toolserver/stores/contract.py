@@ -12,7 +12,16 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from toolserver.memorymap import Blob, CallCommit, HeldPixels, ImageEntry, RecordedOutcome, SessionMap
+from toolserver.memorymap import (
+    Blob,
+    CallCommit,
+    Derivation,
+    DerivedPixels,
+    HeldPixels,
+    ImageEntry,
+    RecordedOutcome,
+    SessionMap,
+)
 from toolserver.models import SessionSettings
 from toolserver.stores.aliases import Aliases
 
@@ -126,6 +135,11 @@ class SessionStore(ABC):
         """Keep a new tool image's raw pixels where every server process of the node reads them, before its call
         commits (in a worker thread); None where the store does not (it then needs an encoding to keep). Pixels
         held for a call that commits nothing are never read and go with their session."""
+        return None
+
+    def derive_pixels(self, session_id: str, derivation: Derivation, image: Image.Image) -> DerivedPixels | None:
+        """Keep a new tool image as its recipe (`derivation`, which made `image` from an image of the session)
+        instead of its pixels, where the store can remake it in any of its processes; None where it does not."""
         return None
 
     async def sweep_ended(self) -> int:

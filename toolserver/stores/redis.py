@@ -42,7 +42,15 @@ from redis.retry import Retry
 
 from toolserver.errors import NotFound, SessionGone, TooLarge, Unavailable
 from toolserver.imaging import decode_image
-from toolserver.memorymap import OUTCOMES_KEPT, Blob, CallCommit, ImageEntry, RecordedOutcome, SessionMap
+from toolserver.memorymap import (
+    OUTCOMES_KEPT,
+    Blob,
+    CallCommit,
+    Derivation,
+    ImageEntry,
+    RecordedOutcome,
+    SessionMap,
+)
 from toolserver.models import SessionSettings
 from toolserver.ownership import caller, may_see
 from toolserver.stores.aliases import RedisAliases
@@ -51,6 +59,7 @@ from toolserver.stores.node_pixels import NodePixels
 from toolserver.stores.redis_lock import Hold, SessionLocks
 from toolserver.stores.redis_node import NodeHeldImages
 from toolserver.stores.redis_parts import (
+    DERIVED,
     HELD,
     SCRIPT_ADD_IMAGES,
     SCRIPT_ADD_TEXTS,
@@ -74,6 +83,16 @@ log = logging.getLogger("toolserver.redis")
 TOMBSTONE_MS = 24 * 3600 * 1000
 _EXPIRED = "expired (idle longer than its ttl)"
 _EVICTED = "been evicted by the session store (Redis maxmemory)"
+
+
+def _remake(session: SessionMap, rec: dict[str, Any]) -> Callable[[], Image.Image]:
+    """How a recipe's image (`DERIVED`) is remade: from its source, an earlier image of the session (an alias of one
+    from the image it stands for)."""
+    if rec["a"] is not None:
+        alias_of = session.by_key[rec["a"]]
+        return lambda: alias_of.pixels
+    derivation = Derivation(session.by_key[rec["p"]], tuple(rec["x"]), tuple(rec["z"]) if rec["z"] else None)
+    return lambda: derivation.make(derivation.source.pixels)
 
 
 def _view_key(entry: ImageEntry, rule: str) -> str:
@@ -173,22 +192,31 @@ class RedisStore(NodeHeldImages, SessionStore):
         session.nbytes = int(meta[b"nbytes"])
         session.owner = meta.get(b"owner", b"").decode() or None
         for raw in records:
-            session.append_image(self._entry(session_id, json.loads(raw)))
+            session.append_image(self._entry(session, json.loads(raw)))
         return session
 
-    def _entry(self, session_id: str, rec: dict[str, Any]) -> ImageEntry:
-        blob = rec["b"]
-        held = rec["s"] == HELD  # the node's memory holds it: read from there, no decode, no second copy there
-        key = (session_id, blob) if held else pixels_key(session_id, blob, rec.get("c"))
-        load: Callable[[], Image.Image] = lambda: self.cache.get(  # noqa: E731
-            key, lambda: self.held_pixels(session_id, blob) if held else self._decode(session_id, blob), node=not held)
+    def _entry(self, session: SessionMap, rec: dict[str, Any]) -> ImageEntry:
+        session_id, blob, kind = session.id, rec["b"], rec["s"]
+        # Held by the node's memory (read from there, no decode, no second copy there) or remade from another image
+        # of the session: cached under its session, never copied into the node's cache.
+        own = kind in (HELD, DERIVED)
+        key = (session_id, blob) if own else pixels_key(session_id, blob, rec.get("c"))
+        make: Callable[[], Image.Image]
+        if kind == DERIVED:
+            make = _remake(session, rec)
+        elif kind == HELD:
+            make = lambda: self.held_pixels(session_id, blob)  # noqa: E731
+        else:
+            make = lambda: self._decode(session_id, blob)  # noqa: E731
+        load: Callable[[], Image.Image] = lambda: self.cache.get(key, make, node=not own)  # noqa: E731
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
                            load_pixels=load,
                            load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
         entry.blob_key = blob
-        entry.blob_format = rec["s"]
+        entry.blob_format = kind
+        entry.depth = rec.get("n", 0)
         return entry
 
     @asynccontextmanager
@@ -250,9 +278,9 @@ class RedisStore(NodeHeldImages, SessionStore):
         for entry in entries:
             session.append_image(entry)
             if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
-                held = entry.blob_format == HELD  # in the node's memory already: not copied there again
-                key = (session.id, entry.blob_key or "") if held else pixels_key(session.id, entry.key, entry.content)
-                self.cache.put(key, entry.pixels, node=not held)
+                own = entry.blob_format in (HELD, DERIVED)  # in the node's memory already, or remade: not copied there
+                key = (session.id, entry.blob_key or "") if own else pixels_key(session.id, entry.key, entry.content)
+                self.cache.put(key, entry.pixels, node=not own)
         session.observations += observations
         session.nbytes = held
 

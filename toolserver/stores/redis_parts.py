@@ -18,7 +18,7 @@ from cachetools import LRUCache
 from PIL import Image
 
 from toolserver.errors import BadRequest, SessionGone, Unavailable
-from toolserver.memorymap import Blob, HeldPixels, ImageEntry, SessionMap, image_nbytes
+from toolserver.memorymap import Blob, DerivedPixels, HeldPixels, ImageEntry, SessionMap, image_nbytes
 from toolserver.models import SessionSettings
 from toolserver.ownership import may_see
 from toolserver.stores.contract import SessionSummary
@@ -164,24 +164,34 @@ return 1
 """
 
 HELD = "held"  # an image record's stored form when its pixels are held by the node (`NodePixels.hold`), not in Redis
+DERIVED = "derived"  # ... when the record is its recipe (`DerivedPixels`): remade from another image of the session
 
 
 def image_records(session: SessionMap, entries: list[ImageEntry],
                   blobs: Sequence[Blob]) -> tuple[list[str], list[Any], int]:
     """The image records, blob field/value pairs and their bytes that adding `entries` writes. Held pixels
-    (`HeldPixels`) are written already: only their name goes into the record, and their bytes are charged."""
+    (`HeldPixels`) are written already: only their name goes into the record, and their bytes are charged; a
+    recipe (`DerivedPixels`) goes into the record (`p` its source's key, `x` the box, `z` the size, `n` its depth),
+    and its pixel bytes are charged as a held image's are."""
     taken = set(session.by_key)
     records, pairs, nbytes = [], [], 0
     for i, entry in enumerate(entries):
+        recipe: dict[str, Any] = {}
         if entry.key in taken:
             raise BadRequest(f"image key {entry.key!r} already exists in this session", code="duplicate_key")
         taken.add(entry.key)
         data = blobs[i] if i < len(blobs) else None
         if entry.alias_of is not None:
             source = session.by_key.get(entry.alias_of) or next(e for e in entries if e.key == entry.alias_of)
-            entry.blob_key, entry.blob_format = source.blob_key, source.blob_format
+            entry.blob_key, entry.blob_format, entry.depth = source.blob_key, source.blob_format, source.depth
+            recipe = {"n": source.depth} if source.depth else {}
         elif isinstance(data, HeldPixels):
             entry.blob_key, entry.blob_format = data.name, HELD
+            nbytes += data.nbytes
+        elif isinstance(data, DerivedPixels):
+            entry.blob_key, entry.blob_format, entry.depth = entry.key, DERIVED, data.depth
+            recipe = {"p": data.source, "x": list(data.box), "z": list(data.size) if data.size else None,
+                      "n": data.depth}
             nbytes += data.nbytes
         else:
             if data is None:
@@ -198,7 +208,7 @@ def image_records(session: SessionMap, entries: list[ImageEntry],
         records.append(json.dumps({
             "k": entry.key, "o": entry.origin, "w": entry.size[0], "h": entry.size[1], "c": entry.content,
             "v": list(entry.view_size) if entry.view_size else None, "ve": entry.view_error,
-            "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format,
+            "m": entry.source_mime, "a": entry.alias_of, "b": entry.blob_key, "s": entry.blob_format, **recipe,
         }))
     return records, pairs, nbytes
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
-from toolserver.memorymap import ImageEntry, SessionMap, find_image
+from toolserver.memorymap import Derivation, ImageEntry, SessionMap, find_image
 from toolserver.pool import LaneName
 from toolserver.schema import parameters_schema
 from toolserver.searchcache import SearchCacheHolder
@@ -46,6 +46,9 @@ class ToolOutput:
     # False: `encoded` is only the form the model is shown (NeMo Gym's agent re-encodes each result as a JPEG
     # for the model while its tools read the image it saved), and the session keeps `images` as they are.
     encoded_is_pixels: bool = True
+    # How each entry of `images` is remade from an image of the session (a crop, a resize), where it is exactly
+    # that (None: it is not): a store may keep the recipe instead of the pixels. Made with `Derivation.make`.
+    derived: list[Derivation | None] = field(default_factory=list)
     # Existing images returned again (lookback): each gets a new observation key, pixels shared.
     reused: list[ImageEntry] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -59,6 +62,10 @@ class ToolOutput:
     def encoded_form(self, offset: int) -> tuple[bytes, str] | None:
         """The bytes the system defines for the `offset`-th returned image, if it defines any."""
         return self.encoded[offset] if offset < len(self.encoded) else None
+
+    def derivation(self, offset: int) -> Derivation | None:
+        """How the `offset`-th returned image is remade from one the session holds, if the tool says so."""
+        return self.derived[offset] if offset < len(self.derived) else None
 
     def shown_form(self, offset: int) -> Image.Image | None:
         """The copy the system shows the model in place of the `offset`-th returned image, if it shows one."""

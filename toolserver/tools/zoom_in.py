@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolserver.errors import ToolFailure
 from toolserver.geometry import CoordError, expand_to_min_side, integer_box, to_original
-from toolserver.resample import resize_bicubic
+from toolserver.memorymap import Derivation
 from toolserver.tools.args import COORD_PHRASES, Coordinate, ImageRef, fmt_box
 from toolserver.tools.base import Tool, ToolContext, ToolOutput
 
@@ -90,11 +90,13 @@ class ZoomIn(Tool):
 
     def run(self, ctx: ToolContext, args: ZoomInArgs) -> ToolOutput:
         entry, box, clamped = self.crop_box(ctx, args.image, list(args.bbox_2d))
-        crop = entry.pixels.crop(box)
-        scale = 1.0
-        if self.upscale_below and min(crop.size) < self.upscale_below:
+        width, height = box[2] - box[0], box[3] - box[1]
+        scale, size = 1.0, None
+        if self.upscale_below and min(width, height) < self.upscale_below:
             scale = self.upscale_factor
-            crop = resize_bicubic(crop, (int(crop.width * scale), int(crop.height * scale)))
+            size = (int(width * scale), int(height * scale))
+        derivation = Derivation(entry, box, size)  # the crop is this recipe exactly: a store may keep it instead
+        crop = derivation.make(entry.pixels)
         key, index = ctx.observation_key(), len(ctx.images)
         label = f' labelled "{args.label}"' if args.label else ""
         text = (
@@ -103,4 +105,4 @@ class ZoomIn(Tool):
         )
         meta = {"source": entry.key, "box_original": list(box), "bbox_2d": list(args.bbox_2d),
                 "coords": str(ctx.coords), "clamped": clamped, "scale": scale, "label": args.label}
-        return ToolOutput(text=text, images=[crop], meta=meta)
+        return ToolOutput(text=text, images=[crop], derived=[derivation], meta=meta)
