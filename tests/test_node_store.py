@@ -142,6 +142,39 @@ def test_a_recipe_with_a_resize_is_remade_by_another_worker(tmp_path: Path, redi
     asyncio.run(main())
 
 
+def test_a_worker_reads_only_the_image_records_it_has_not_read_yet(tmp_path: Path, redis_server: RedisServer):
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        sid = await new_session(a)
+        for _ in range(3):
+            assert (await a.call_tool(sid, "zoom_in", ZOOM)).ok
+        store = b.store
+        assert isinstance(store, RedisStore)
+        touch, sent = store._touch, []
+
+        async def counted(keys, args):
+            reply = await touch(keys=keys, args=args)
+            if reply[0] == 1:
+                sent.append((args[2], len(reply[2])))  # (records it had, records sent)
+            return reply
+
+        store._touch = counted
+        assert len((await b.session_info(sid)).images) == 4
+        assert len((await b.session_info(sid)).images) == 4
+        assert (await a.call_tool(sid, "zoom_in", INNER)).ok  # another worker adds one
+        after = await b.session_info(sid)
+        assert [i.key for i in after.images] == ["original_image", *(f"observation_{n}" for n in range(1, 5))]
+        assert sent == [(0, 4), (4, 0), (4, 1)]
+        await a.release(sid)
+        with pytest.raises(NotFound):  # released elsewhere: what it had read is forgotten with it
+            await b.session_info(sid)
+        assert sid not in store._records
+        for core in (a, b):
+            await core.stop()
+
+    asyncio.run(main())
+
+
 def test_held_images_go_with_a_released_session_and_with_an_expired_one(tmp_path: Path, redis_server: RedisServer):
     async def main():
         a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)

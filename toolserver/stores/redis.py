@@ -36,6 +36,7 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
+from cachetools import LRUCache
 from PIL import Image
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -81,6 +82,7 @@ from toolserver.stores.redis_parts import (
 log = logging.getLogger("toolserver.redis")
 
 TOMBSTONE_MS = 24 * 3600 * 1000
+RECORDS_CACHED = 4096  # sessions whose image records a process keeps between their calls
 _EXPIRED = "expired (idle longer than its ttl)"
 _EVICTED = "been evicted by the session store (Redis maxmemory)"
 
@@ -122,6 +124,9 @@ class RedisStore(NodeHeldImages, SessionStore):
         self.retry_after_s = retry_after_s
         self._touch = self.redis.register_script(SCRIPT_TOUCH)
         self._take = self.redis.register_script(SCRIPT_TAKE_AND_TOUCH)
+        # Each session's image records as this process last read them (they are only ever appended): a read fetches
+        # the new ones alone, so a call does not parse every earlier image's record again.
+        self._records: LRUCache[str, list[dict[str, Any]]] = LRUCache(maxsize=RECORDS_CACHED)
         self._holds: dict[str, Hold] = {}  # this process's held session locks, by token (a commit may release one)
         self._add_images = self.redis.register_script(SCRIPT_ADD_IMAGES)
         self._add_texts = self.redis.register_script(SCRIPT_ADD_TEXTS)
@@ -165,22 +170,37 @@ class RedisStore(NodeHeldImages, SessionStore):
         if not session_id or len(session_id) > 256:
             raise NotFound(f"no session {session_id}", code="unknown_session")
         with self._guard():
-            reply = await self._touch(keys=self._keys(session_id), args=[TOMBSTONE_MS, _EVICTED])
-        return self._session(session_id, reply)
+            known = self._known(session_id)
+            reply = await self._touch(keys=self._keys(session_id), args=[TOMBSTONE_MS, _EVICTED, len(known)])
+        return self._session(session_id, reply, known)
 
-    def _session(self, session_id: str, reply: list[Any]) -> SessionMap:
-        """The session a touch read (SCRIPT_TOUCH's reply), or 404 / 410."""
+    def _known(self, session_id: str) -> list[dict[str, Any]]:
+        """The image records this process has read of a session: a touch sends only the ones after them."""
+        known = self._records.get(session_id)
+        return known if known is not None else []
+
+    def _session(self, session_id: str, reply: list[Any], known: list[dict[str, Any]]) -> SessionMap:
+        """The session a touch read (SCRIPT_TOUCH's reply, its image records after the `known` ones), or 404 / 410."""
         if reply[0] == 0:
+            self._records.pop(session_id, None)
             if len(reply) > 1:
                 reason = reply[1].decode()
                 raise SessionGone(f"session {session_id} has {reason}; create a new session")
             raise NotFound(f"no session {session_id}", code="unknown_session")
-        session = self._build(session_id, pairs(reply[1]), reply[2], pairs(reply[3]))
+        meta = pairs(reply[1])
+        records = known + [json.loads(raw) for raw in reply[2]]
+        if len(records) != int(meta.get(b"count", 0)):  # never, as records are only appended: read it whole again
+            self._records.pop(session_id, None)
+            raise Unavailable("the session's image records changed while they were read; retry",
+                              retry_after_s=self.retry_after_s, code="session_busy")
+        if reply[2]:
+            self._records[session_id] = records
+        session = self._build(session_id, meta, records, pairs(reply[3]))
         if not may_see(session.owner):  # another key's session: as if none
             raise NotFound(f"no session {session_id}", code="unknown_session")
         return session
 
-    def _build(self, session_id: str, meta: dict[bytes, bytes], records: list[bytes],
+    def _build(self, session_id: str, meta: dict[bytes, bytes], records: list[dict[str, Any]],
                text_lengths: dict[bytes, bytes]) -> SessionMap:
         settings = SessionSettings.model_validate_json(meta[b"settings"])
         assert settings.view is not None
@@ -191,8 +211,8 @@ class RedisStore(NodeHeldImages, SessionStore):
         session.tool_calls = int(meta[b"tool_calls"])
         session.nbytes = int(meta[b"nbytes"])
         session.owner = meta.get(b"owner", b"").decode() or None
-        for raw in records:
-            session.append_image(self._entry(session, json.loads(raw)))
+        for rec in records:
+            session.append_image(self._entry(session, rec))
         return session
 
     def _entry(self, session: SessionMap, rec: dict[str, Any]) -> ImageEntry:
@@ -226,8 +246,10 @@ class RedisStore(NodeHeldImages, SessionStore):
         keys = [*self._keys(session_id), self._key(session_id, "lock")]
         lease_ms = max(1, int(self.locks.lease_s * 1000))
 
+        known = self._known(session_id)
+
         async def take(token: str) -> tuple[bool, Any]:  # the lock and the session in one round trip
-            reply = await self._take(keys=keys, args=[TOMBSTONE_MS, _EVICTED, token, lease_ms])
+            reply = await self._take(keys=keys, args=[TOMBSTONE_MS, _EVICTED, token, lease_ms, len(known)])
             return reply[0] != -1, reply
 
         with self._guard():
@@ -235,7 +257,7 @@ class RedisStore(NodeHeldImages, SessionStore):
                 if holding is None:
                     raise Unavailable("another call of this session holds it too long; retry shortly",
                                       retry_after_s=self.retry_after_s, code="session_busy")
-                session = self._session(session_id, holding.found)  # as the previous holder left it
+                session = self._session(session_id, holding.found, known)  # as the previous holder left it
                 session.fence = holding.token
                 self._holds[holding.token] = holding
                 try:
@@ -258,6 +280,7 @@ class RedisStore(NodeHeldImages, SessionStore):
         with self._guard():
             await self.redis.delete(*keys)  # the tombstone too: a released session is unknown (404)
         self.cache.drop_session(session_id)
+        self._records.pop(session_id, None)
 
     async def holds(self, session_id: str) -> bool:
         with self._guard():

@@ -26,9 +26,10 @@ from toolserver.stores.node_pixels import NodePixels
 
 log = logging.getLogger("toolserver.redis")
 
-# KEYS: meta images blobs texts textlen gone calls outcomes. ARGV: tombstone_ms, reason.
-# Touch: restart every key's idle timer and return the state; or why the session is gone.
-SCRIPT_TOUCH = """
+# KEYS: meta images blobs texts textlen gone calls outcomes. ARGV: tombstone_ms, reason, first_new.
+# Touch: restart every key's idle timer and return the state (the image records from `first_new` on: the reader
+# has the earlier ones, which never change); or why the session is gone.
+_TOUCH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   local reason = redis.call('GET', KEYS[6])
   if reason then return {0, reason} end
@@ -47,16 +48,19 @@ for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
 redis.call('PEXPIRE', KEYS[7], ttl)
 redis.call('PEXPIRE', KEYS[8], ttl)
 redis.call('SET', KEYS[6], 'expired (idle longer than its ttl)', 'PX', ttl + tonumber(ARGV[1]))
-return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[5])}
+return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], first_new, -1),
+        redis.call('HGETALL', KEYS[5])}
 """
+SCRIPT_TOUCH = "local first_new = tonumber(ARGV[3] or '0')\n" + _TOUCH
 
-# KEYS: the touch's, then lock. ARGV: the touch's, then token, lease_ms. A call's first round trip: the session's
-# lock taken (SET NX PX) and, only if it was, the session touched and read; {-1} when another call holds it. A session
-# found gone frees the lock at once.
+# KEYS: the touch's, then lock. ARGV: tombstone_ms, reason, token, lease_ms, first_new. A call's first round trip:
+# the session's lock taken (SET NX PX) and, only if it was, the session touched and read; {-1} when another call
+# holds it. A session found gone frees the lock at once.
 SCRIPT_TAKE_AND_TOUCH = """
 if not redis.call('SET', KEYS[9], ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then return {-1} end
+local first_new = tonumber(ARGV[5] or '0')
 local function touch()
-""" + SCRIPT_TOUCH + """
+""" + _TOUCH + """
 end
 local reply = touch()
 if reply[1] == 0 then redis.call('DEL', KEYS[9]) end
