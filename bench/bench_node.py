@@ -10,7 +10,9 @@ Rows (each beside the limit it is judged against, in the same run, on the same m
   (`bench.bench_sr_http`, `bench.bench_models`), when `--sr` is given.
 
 The load comes from `--clients` processes (default: a quarter of the cores), so that the client is not what
-limits a node's rate; they are on the same host and take cores from the server, as a trainer's would.
+limits a node's rate; they are on the same host and take cores from the server, as a trainer's would. They send
+their calls with `bench.loadgen` (raw keep-alive HTTP/1.1) rather than httpx, whose CPU per call would take several
+of the cores measured; each row gives the server's CPU per call and the clients'.
 
 Run: .venv/bin/python -m bench.bench_node [--workers auto] [--sessions 16 128 512] [--calls 12] [--sr]
      [--out node.json]   (on a 2-core machine: --workers 2 --sessions 16 64 --calls 6; ~2 minutes)
@@ -140,25 +142,36 @@ def create_sessions(url: str, count: int, images: list[str]) -> list[str]:
 
 def _client_process(url: str, sessions: list[str], calls: int, seed: int, start_at: float,
                     out: Any) -> None:
-    async def session_calls(client: httpx.AsyncClient, sid: str, rng: random.Random, lat: list[float]) -> int:
+    """One load process: each of its sessions makes `calls` zoom_in calls in turn on a connection of its own."""
+    from urllib.parse import urlsplit
+
+    from bench.loadgen import RawConnection, answered_ok
+
+    where = urlsplit(url)
+
+    async def session_calls(sid: str, rng: random.Random, lat: list[float]) -> int:
         errors = 0
-        for _ in range(calls):
-            x, y = rng.randint(0, 700), rng.randint(0, 700)
-            box = [x, y, x + rng.randint(100, 300), y + rng.randint(100, 300)]
-            t = time.perf_counter()
-            r = await client.post(f"/v1/sessions/{sid}/tools/zoom_in", json={"image": 0, "bbox_2d": box})
-            lat.append(time.perf_counter() - t)
-            errors += int(r.status_code != 200 or not r.json().get("ok"))
+        connection = RawConnection(where.hostname or "127.0.0.1", where.port or 80)
+        try:
+            for _ in range(calls):
+                x, y = rng.randint(0, 700), rng.randint(0, 700)
+                box = [x, y, x + rng.randint(100, 300), y + rng.randint(100, 300)]
+                t = time.perf_counter()
+                status, body = await connection.post_json(f"/v1/sessions/{sid}/tools/zoom_in",
+                                                          {"image": 0, "bbox_2d": box})
+                lat.append(time.perf_counter() - t)
+                errors += int(not answered_ok(status, body))
+        finally:
+            await connection.close()
         return errors
 
     async def run() -> dict:
         rng = random.Random(seed)
         lat: list[float] = []
-        limits = httpx.Limits(max_connections=len(sessions), max_keepalive_connections=len(sessions))
-        async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
-            await asyncio.sleep(max(0.0, start_at - time.time()))
-            errors = await asyncio.gather(*(session_calls(client, sid, rng, lat) for sid in sessions))
-        return {"latencies": lat, "errors": sum(errors), "ended": time.time()}
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        cpu = time.process_time()
+        errors = await asyncio.gather(*(session_calls(sid, rng, lat) for sid in sessions))
+        return {"latencies": lat, "errors": sum(errors), "ended": time.time(), "cpu_s": time.process_time() - cpu}
 
     out.put(asyncio.run(run()))
 
@@ -198,6 +211,8 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
     return {"sessions": sessions, "calls": len(lat), "errors": sum(r["errors"] for r in results),
             "calls_per_s": round(len(lat) / wall, 1), "p50_ms": round(1000 * percentile(lat, 50), 2),
             "p95_ms": round(1000 * percentile(lat, 95), 2), "cores_busy": round(cpu / wall, 2),
+            "server_cpu_ms_per_call": round(1000 * cpu / max(1, len(lat)), 2),
+            "client_cpu_ms_per_call": round(1000 * sum(r["cpu_s"] for r in results) / max(1, len(lat)), 3),
             "peak_pss_mb": round(peak[0] / 2**20), "peak_rss_mb": round(peak[1] / 2**20)}
 
 

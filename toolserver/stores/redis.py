@@ -47,7 +47,6 @@ from toolserver.memorymap import (
     OUTCOMES_KEPT,
     Blob,
     CallCommit,
-    Derivation,
     ImageEntry,
     RecordedOutcome,
     SessionMap,
@@ -73,35 +72,24 @@ from toolserver.stores.redis_parts import (
     as_bytes,
     hand_over,
     image_records,
-    pairs,
     pixels_key,
     redis_guard,
     scan_sessions,
 )
+from toolserver.stores.redis_records import RECORDS_CACHED, SessionRecords
 
 log = logging.getLogger("toolserver.redis")
 
 TOMBSTONE_MS = 24 * 3600 * 1000
-RECORDS_CACHED = 4096  # sessions whose image records a process keeps between their calls
 _EXPIRED = "expired (idle longer than its ttl)"
 _EVICTED = "been evicted by the session store (Redis maxmemory)"
-
-
-def _remake(session: SessionMap, rec: dict[str, Any]) -> Callable[[], Image.Image]:
-    """How a recipe's image (`DERIVED`) is remade: from its source, an earlier image of the session (an alias of one
-    from the image it stands for)."""
-    if rec["a"] is not None:
-        alias_of = session.by_key[rec["a"]]
-        return lambda: alias_of.pixels
-    derivation = Derivation(session.by_key[rec["p"]], tuple(rec["x"]), tuple(rec["z"]) if rec["z"] else None)
-    return lambda: derivation.make(derivation.source.pixels)
 
 
 def _view_key(entry: ImageEntry, rule: str) -> str:
     return f"{entry.blob_key}|view:{rule}"
 
 
-class RedisStore(NodeHeldImages, SessionStore):
+class RedisStore(SessionRecords, NodeHeldImages, SessionStore):
     kind = "redis"
     stores_encoded = True
 
@@ -173,71 +161,6 @@ class RedisStore(NodeHeldImages, SessionStore):
             known = self._known(session_id)
             reply = await self._touch(keys=self._keys(session_id), args=[TOMBSTONE_MS, _EVICTED, len(known)])
         return self._session(session_id, reply, known)
-
-    def _known(self, session_id: str) -> list[dict[str, Any]]:
-        """The image records this process has read of a session: a touch sends only the ones after them."""
-        known = self._records.get(session_id)
-        return known if known is not None else []
-
-    def _session(self, session_id: str, reply: list[Any], known: list[dict[str, Any]]) -> SessionMap:
-        """The session a touch read (SCRIPT_TOUCH's reply, its image records after the `known` ones), or 404 / 410."""
-        if reply[0] == 0:
-            self._records.pop(session_id, None)
-            if len(reply) > 1:
-                reason = reply[1].decode()
-                raise SessionGone(f"session {session_id} has {reason}; create a new session")
-            raise NotFound(f"no session {session_id}", code="unknown_session")
-        meta = pairs(reply[1])
-        records = known + [json.loads(raw) for raw in reply[2]]
-        if len(records) != int(meta.get(b"count", 0)):  # never, as records are only appended: read it whole again
-            self._records.pop(session_id, None)
-            raise Unavailable("the session's image records changed while they were read; retry",
-                              retry_after_s=self.retry_after_s, code="session_busy")
-        if reply[2]:
-            self._records[session_id] = records
-        session = self._build(session_id, meta, records, pairs(reply[3]))
-        if not may_see(session.owner):  # another key's session: as if none
-            raise NotFound(f"no session {session_id}", code="unknown_session")
-        return session
-
-    def _build(self, session_id: str, meta: dict[bytes, bytes], records: list[dict[str, Any]],
-               text_lengths: dict[bytes, bytes]) -> SessionMap:
-        settings = SessionSettings.model_validate_json(meta[b"settings"])
-        assert settings.view is not None
-        lengths = {k.decode(): int(v) for k, v in text_lengths.items()}
-        session = SessionMap(session_id, settings, settings.view.rule(), int(meta[b"ttl_ms"]) / 1000,
-                          texts=RemoteTexts(list(lengths), self._text_fetcher(session_id)), text_lengths=lengths)
-        session.observations = int(meta[b"observations"])
-        session.tool_calls = int(meta[b"tool_calls"])
-        session.nbytes = int(meta[b"nbytes"])
-        session.owner = meta.get(b"owner", b"").decode() or None
-        for rec in records:
-            session.append_image(self._entry(session, rec))
-        return session
-
-    def _entry(self, session: SessionMap, rec: dict[str, Any]) -> ImageEntry:
-        session_id, blob, kind = session.id, rec["b"], rec["s"]
-        # Held by the node's memory (read from there, no decode, no second copy there) or remade from another image
-        # of the session: cached under its session, never copied into the node's cache.
-        own = kind in (HELD, DERIVED)
-        key = (session_id, blob) if own else pixels_key(session_id, blob, rec.get("c"))
-        make: Callable[[], Image.Image]
-        if kind == DERIVED:
-            make = _remake(session, rec)
-        elif kind == HELD:
-            make = lambda: self.held_pixels(session_id, blob)  # noqa: E731
-        else:
-            make = lambda: self._decode(session_id, blob)  # noqa: E731
-        load: Callable[[], Image.Image] = lambda: self.cache.get(key, make, node=not own)  # noqa: E731
-        entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
-                           view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
-                           source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
-                           load_pixels=load,
-                           load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
-        entry.blob_key = blob
-        entry.blob_format = kind
-        entry.depth = rec.get("n", 0)
-        return entry
 
     @asynccontextmanager
     async def exclusive(self, session_id: str) -> AsyncIterator[SessionMap]:

@@ -1,0 +1,115 @@
+"""How a Redis store's process reads a session from its records: the meta hash, the image records (each image's
+JSON, in index order, only ever appended) and the text lengths that a touch script returns, as a `SessionMap` whose
+entries load their pixels on first use.
+
+Each process keeps the image records it has read of its latest sessions (`RECORDS_CACHED`), and its touches ask
+only for the ones after them, so a call does not parse every earlier image's record again (docs/decisions.md,
+issue #41). An entry's pixels come from the upload's bytes in Redis, from the node's memory (`held`), or are remade
+from another image of the session (`derived`, a crop's recipe), always through the process's decoded cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
+from PIL import Image
+
+from toolserver.errors import NotFound, SessionGone, Unavailable
+from toolserver.memorymap import Derivation, ImageEntry, SessionMap
+from toolserver.models import SessionSettings
+from toolserver.ownership import may_see
+from toolserver.stores.redis_parts import DERIVED, HELD, DecodedCache, RemoteTexts, pairs, pixels_key
+
+RECORDS_CACHED = 4096  # sessions whose image records a process keeps between their calls
+
+
+class SessionRecords:
+    """What the Redis store does to read a session (mixed into `RedisStore`)."""
+
+    cache: DecodedCache
+    retry_after_s: int
+    _records: LRUCache[str, list[dict[str, Any]]]
+
+    if TYPE_CHECKING:  # the store's own, and `NodeHeldImages`'s (declared only: a body here would shadow theirs)
+        def _text_fetcher(self, session_id: str) -> Callable[[str], str | None]: ...
+        def held_pixels(self, session_id: str, name: str) -> Image.Image: ...
+        def _decode(self, session_id: str, field: str) -> Image.Image: ...
+        def _fetch(self, session_id: str, field: str) -> bytes: ...
+
+    def _known(self, session_id: str) -> list[dict[str, Any]]:
+        """The image records this process has read of a session: a touch sends only the ones after them."""
+        known = self._records.get(session_id)
+        return known if known is not None else []
+
+    def _session(self, session_id: str, reply: list[Any], known: list[dict[str, Any]]) -> SessionMap:
+        """The session a touch read (SCRIPT_TOUCH's reply, its image records after the `known` ones), or 404 / 410."""
+        if reply[0] == 0:
+            self._records.pop(session_id, None)
+            if len(reply) > 1:
+                reason = reply[1].decode()
+                raise SessionGone(f"session {session_id} has {reason}; create a new session")
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        meta = pairs(reply[1])
+        records = known + [json.loads(raw) for raw in reply[2]]
+        if len(records) != int(meta.get(b"count", 0)):  # never, as records are only appended: read it whole again
+            self._records.pop(session_id, None)
+            raise Unavailable("the session's image records changed while they were read; retry",
+                              retry_after_s=self.retry_after_s, code="session_busy")
+        if reply[2]:
+            self._records[session_id] = records
+        session = self._build(session_id, meta, records, pairs(reply[3]))
+        if not may_see(session.owner):  # another key's session: as if none
+            raise NotFound(f"no session {session_id}", code="unknown_session")
+        return session
+
+    def _build(self, session_id: str, meta: dict[bytes, bytes], records: list[dict[str, Any]],
+               text_lengths: dict[bytes, bytes]) -> SessionMap:
+        settings = SessionSettings.model_validate_json(meta[b"settings"])
+        assert settings.view is not None
+        lengths = {k.decode(): int(v) for k, v in text_lengths.items()}
+        session = SessionMap(session_id, settings, settings.view.rule(), int(meta[b"ttl_ms"]) / 1000,
+                          texts=RemoteTexts(list(lengths), self._text_fetcher(session_id)), text_lengths=lengths)
+        session.observations = int(meta[b"observations"])
+        session.tool_calls = int(meta[b"tool_calls"])
+        session.nbytes = int(meta[b"nbytes"])
+        session.owner = meta.get(b"owner", b"").decode() or None
+        for rec in records:
+            session.append_image(self._entry(session, rec))
+        return session
+
+    def _entry(self, session: SessionMap, rec: dict[str, Any]) -> ImageEntry:
+        session_id, blob, kind = session.id, rec["b"], rec["s"]
+        # Held by the node's memory (read from there, no decode, no second copy there) or remade from another image
+        # of the session: cached under its session, never copied into the node's cache.
+        own = kind in (HELD, DERIVED)
+        key = (session_id, blob) if own else pixels_key(session_id, blob, rec.get("c"))
+        make: Callable[[], Image.Image]
+        if kind == DERIVED:
+            make = _remake(session, rec)
+        elif kind == HELD:
+            make = lambda: self.held_pixels(session_id, blob)  # noqa: E731
+        else:
+            make = lambda: self._decode(session_id, blob)  # noqa: E731
+        load: Callable[[], Image.Image] = lambda: self.cache.get(key, make, node=not own)  # noqa: E731
+        entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
+                           view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
+                           source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
+                           load_pixels=load,
+                           load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
+        entry.blob_key = blob
+        entry.blob_format = kind
+        entry.depth = rec.get("n", 0)
+        return entry
+
+
+def _remake(session: SessionMap, rec: dict[str, Any]) -> Callable[[], Image.Image]:
+    """How a recipe's image (`DERIVED`) is remade: from its source, an earlier image of the session (an alias of one
+    from the image it stands for)."""
+    if rec["a"] is not None:
+        alias_of = session.by_key[rec["a"]]
+        return lambda: alias_of.pixels
+    derivation = Derivation(session.by_key[rec["p"]], tuple(rec["x"]), tuple(rec["z"]) if rec["z"] else None)
+    return lambda: derivation.make(derivation.source.pixels)
