@@ -202,6 +202,9 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
     wall = max(r["ended"] for r in results) - start_at
     cpu = server.cpu_seconds() - cpu0
     stop.set()
+    sampler.join()
+    pss, rss = server.memory()  # a load shorter than the sampler's period is still measured once
+    peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
     for p in procs:
         p.join()
     lat = [x for r in results for x in r["latencies"]]
