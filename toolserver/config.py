@@ -99,7 +99,8 @@ class Settings(BaseSettings):
         "store's socket, the shared decoded images, the model hosts' sockets)."))
     node_holds_images: bool = Field(default=False, description=(
         "Set by `toolserver serve` in its worker processes when the sessions are in the node's own Redis: tool "
-        "images are kept once, as raw pixels in the node's shared memory, and Redis keeps only their records."))
+        "images are kept once, as raw pixels in the node's shared memory, and Redis keeps only their records (a crop's "
+        "record is its recipe, and nothing else is kept)."))
     node_sandbox: str | None = Field(default=None, description=(
         "Set by `toolserver serve` in its worker processes: the address of the node's sandbox host."))
     node_key: str | None = Field(default=None, repr=False, description=(
