@@ -25,8 +25,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from bench.common import PHOTOS
+from toolserver.config import SHIPPED_SMFANET
+
 ROOT = Path(__file__).resolve().parents[1]
-PHOTO = ROOT.parent / "shared" / "data" / "photos" / "TwoWings.jpg"
+PHOTO = PHOTOS / "TwoWings.jpg"
 
 
 def crops(count: int, side: int) -> list[Image.Image]:
@@ -103,7 +106,7 @@ def main() -> None:
     from toolserver.hostlink import node_transports
     from toolserver.sr.service import SRFront
 
-    settings = Settings(sr_model_dir=ROOT / "models" / "smfanet", sr_device=args.device, model_host_wait_s=120)
+    settings = Settings(sr_model_dir=SHIPPED_SMFANET, sr_device=args.device, model_host_wait_s=120)
     images = crops(64, args.side)
     report: dict[str, Any] = {"device": args.device, "crop": f"{args.side}² -> x4", "levels": {},
                               "wire_round_trip_ms": round(wire_round_trip_ms(args.side), 2)}

@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from toolserver.config import SHIPPED_SMFANET
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
@@ -71,7 +73,7 @@ def sr_front(device: str, batched: bool, half: bool = False) -> Any:
     from toolserver.sr.engine import SREngine
     from toolserver.sr.service import SRFront, SRModel
 
-    engine = SREngine(ROOT / "models" / "smfanet", device=device, half=half, batch_tiles="auto" if batched else "never",
+    engine = SREngine(SHIPPED_SMFANET, device=device, half=half, batch_tiles="auto" if batched else "never",
                       max_batch=16)
     rule = BatchRule(RULE[0], 0.0, RULE[1]) if batched else BatchRule(1, 0.0, 64)
     return SRFront(LocalTransport(SRModel(engine), rule))

@@ -40,10 +40,9 @@ from typing import Any
 
 import httpx
 
-from bench.common import free_port, percentile
+from bench.common import PHOTOS, free_port, percentile
 from toolserver.node import available_cores
 
-PHOTOS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "photos"
 GROUP = 8  # sessions of a GRPO group share one photograph
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -86,15 +85,19 @@ class NodeServer:
                     continue
         return found
 
-    def cpu_seconds(self) -> float:
-        total = 0
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU seconds of the server's processes: all of them, and the node's Redis alone."""
+        total = redis = 0
         for pid in self.pids():
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])  # utime, stime
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                fields = stat.rsplit(")", 1)[1].split()
+                used = int(fields[11]) + int(fields[12])  # utime, stime
             except (OSError, IndexError):
                 continue
-        return total / TICK
+            total += used
+            redis += used if stat.split("(", 1)[1].startswith("redis") else 0
+        return total / TICK, redis / TICK
 
     def memory(self) -> tuple[int, int]:
         """(PSS, RSS) summed over the server's processes, in bytes."""
@@ -196,11 +199,11 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
 
     sampler = threading.Thread(target=sample, daemon=True)
     time.sleep(max(0.0, start_at - time.time()))
-    cpu0 = server.cpu_seconds()
+    cpu0, redis0 = server.cpu_seconds()
     sampler.start()
     results = [queue.get(timeout=1800) for _ in procs]
     wall = max(r["ended"] for r in results) - start_at
-    cpu = server.cpu_seconds() - cpu0
+    cpu, redis = (b - a for a, b in zip((cpu0, redis0), server.cpu_seconds(), strict=True))
     stop.set()
     sampler.join()
     pss, rss = server.memory()  # a load shorter than the sampler's period is still measured once
@@ -215,11 +218,24 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
             "calls_per_s": round(len(lat) / wall, 1), "p50_ms": round(1000 * percentile(lat, 50), 2),
             "p95_ms": round(1000 * percentile(lat, 95), 2), "cores_busy": round(cpu / wall, 2),
             "server_cpu_ms_per_call": round(1000 * cpu / max(1, len(lat)), 2),
+            "redis_cpu_ms_per_call": round(1000 * redis / max(1, len(lat)), 3),
             "client_cpu_ms_per_call": round(1000 * sum(r["cpu_s"] for r in results) / max(1, len(lat)), 3),
             "peak_pss_mb": round(peak[0] / 2**20), "peak_rss_mb": round(peak[1] / 2**20)}
 
 
-def zoom_rows(workers: int, levels: list[int], calls: int, clients: int, scratch: Path) -> dict[str, Any]:
+def profile(server: NodeServer, out: Path, seconds: int, clients: int, images: list[str]) -> None:
+    """py-spy's samples of every process of the node (collapsed stacks, `--format raw`) under 128 sessions of
+    load, taken after the measured rows so that they do not slow those."""
+    spy = subprocess.Popen([shutil.which("py-spy") or "py-spy", "record", "--pid", str(server.proc.pid),
+                            "--subprocesses", "--nonblocking", "--rate", "97", "--format", "raw", "-o", str(out),
+                            "-d", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while spy.poll() is None:
+        zoom_load(server, 128, 24, clients, images)
+    print(json.dumps({"profile": str(out), "py_spy_exit": spy.returncode}), flush=True)
+
+
+def zoom_rows(workers: int, levels: list[int], calls: int, clients: int, scratch: Path,
+              profile_out: Path | None = None) -> dict[str, Any]:
     images = photos()
     rows: dict[str, Any] = {}
     setups = [(f"{workers} workers", workers, None), ("1 process", 1, None), ("1 process on 1 core", 1, 0)]
@@ -233,6 +249,8 @@ def zoom_rows(workers: int, levels: list[int], calls: int, clients: int, scratch
             zoom_load(server, min(levels), 2, clients, images)  # warm: kernels, caches, connections
             rows[label] = [zoom_load(server, s, calls, clients, images) for s in levels]
             print(json.dumps({label: rows[label]}), flush=True)
+            if profile_out is not None and n == workers and pin is None:
+                profile(server, profile_out, 12, clients, images)
         finally:
             server.stop()
     return rows
@@ -253,19 +271,46 @@ def ratios(rows: dict[str, Any], workers: int, levels: list[int]) -> dict[str, A
     return out
 
 
-def sr_rows(workers: int, levels: list[int], calls: int, scratch: Path) -> dict[str, Any]:
-    """Super-resolution over HTTP on the node beside the in-process limits (bench.bench_sr_http)."""
+def sr_rows(workers: int, levels: list[int], calls: int, side: int, scratch: Path) -> dict[str, Any]:
+    """Super-resolution over HTTP on the node (bench.bench_sr_http), then, with the node stopped, its limits on the
+    same crops in this process: the in-process front, the engine alone and the network's forward."""
+    import torch
+
+    from bench import bench_sr_http
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    shm = Path(bench_sr_http._tmpfs() or scratch) / f"bench-node-shm-{os.getpid()}"
+    server = NodeServer(workers, scratch / "sr", env=bench_sr_http._server_env(shm, None))
+    out: dict[str, Any] = {"device": device, "side": side, "out_side": 4 * side}
     try:
-        from bench import bench_sr_http
-    except ImportError as exc:  # pragma: no cover - the SR bench ships with the delivery work
-        return {"skipped": f"bench.bench_sr_http unavailable: {exc}"}
-    server = NodeServer(workers, scratch / "sr")
-    try:
-        deliveries = [("inline", "png"), ("inline", "jpeg")] + [(d, "png") for d in getattr(
-            bench_sr_http, "ZERO_COPY", ())]
-        return {f"{d}/{f}": [bench_sr_http.run(server.url, s, calls, d, f) for s in levels] for d, f in deliveries}
+        bench_sr_http.run(server.url, 2, 1, "inline", "png", side=side)  # every model host loaded
+        for delivery, fmt in [("inline", "png"), ("inline", "jpeg")] + [(d, "png") for d in bench_sr_http.ZERO_COPY]:
+            out[f"{delivery}/{fmt}"] = [bench_sr_http.run(server.url, s, calls, delivery, fmt, side=side)
+                                        for s in levels]
+            print(json.dumps({f"sr {delivery}/{fmt}": out[f"{delivery}/{fmt}"]}), flush=True)
     finally:
         server.stop()
+        shutil.rmtree(shm, ignore_errors=True)
+    out["front_mp_per_s"] = bench_sr_http.front_rate(side, levels, calls, device)
+    out.update(bench_sr_http.engine_rate(side, device))
+    print(json.dumps({k: v for k, v in out.items() if "/" not in k}), flush=True)
+    return out
+
+
+def sr_ratios(sr: dict[str, Any], levels: list[int]) -> dict[str, Any]:
+    """What the acceptance reads: HTTP (inline PNG) over the front at the most sessions, the front over the engine
+    alone, and one call's p50 at one session."""
+    top = max(levels)
+    inline = {row["sessions"]: row for row in sr["inline/png"]}
+    return {"inline_png_vs_front": round(inline[top]["mp_per_s"] / sr["front_mp_per_s"][top], 2),
+            "front_vs_engine": round(sr["front_mp_per_s"][top] / sr["engine_mp_per_s"], 2),
+            "one_call_p50_ms": inline[min(levels)]["p50_ms"]}
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def main() -> None:
@@ -277,6 +322,9 @@ def main() -> None:
     parser.add_argument("--sr", action="store_true", help="also the super-resolution rows")
     parser.add_argument("--sr-sessions", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--sr-calls", type=int, default=6)
+    parser.add_argument("--sr-side", type=int, default=0, help="SR crop side (default: 256 on CUDA, else 48)")
+    parser.add_argument("--skip-zoom", action="store_true", help="only the super-resolution rows")
+    parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the N-worker node under load")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     cores = available_cores()
@@ -287,16 +335,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         scratch = Path(tmp)
         report: dict[str, Any] = {"cores": cores, "workers": workers, "client_processes": clients,
-                                  "zoom_in": zoom_rows(workers, args.sessions, args.calls, clients, scratch)}
-        report["zoom_in_ratios"] = ratios(report["zoom_in"], workers, args.sessions)
+                                  "zoom_in": {}}
+        if not args.skip_zoom:
+            report["zoom_in"] = zoom_rows(workers, args.sessions, args.calls, clients, scratch, args.profile)
+            report["zoom_in_ratios"] = ratios(report["zoom_in"], workers, args.sessions)
         if args.sr:
-            report["super_resolution"] = sr_rows(workers, args.sr_sessions, args.sr_calls, scratch)
+            side = args.sr_side or (256 if _has_cuda() else 48)
+            report["super_resolution"] = sr_rows(workers, args.sr_sessions, args.sr_calls, side, scratch)
+            report["super_resolution_ratios"] = sr_ratios(report["super_resolution"], args.sr_sessions)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
-    print("median p50 across rows:", statistics.median(
-        r["p50_ms"] for rows in report["zoom_in"].values() for r in rows), file=sys.stderr)
+    if report["zoom_in"]:
+        print("median p50 across rows:", statistics.median(
+            r["p50_ms"] for rows in report["zoom_in"].values() for r in rows), file=sys.stderr)
 
 
 if __name__ == "__main__":

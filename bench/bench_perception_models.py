@@ -37,6 +37,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import PHOTOS  # noqa: E402
 from tests.perception_helpers import (  # noqa: E402
     _bert_tokenizer,
     build_tiny_got_ocr2,
@@ -53,7 +54,7 @@ from toolserver.perception.service import PerceptionFront, PerceptionModel  # no
 
 
 def images(count: int, size: tuple[int, int]) -> list[np.ndarray]:
-    files = sorted((ROOT.parent / "shared" / "data" / "photos").glob("*.jpg"))[:count]
+    files = sorted(PHOTOS.glob("*.jpg"))[:count]
     out = []
     for i in range(count):
         if files:

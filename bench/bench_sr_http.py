@@ -38,10 +38,12 @@ from PIL import Image
 
 from bench.common import PHOTOS, Server, percentile, print_report
 from toolserver.client.shm import read_shm
+from toolserver.config import SHIPPED_SMFANET
 from toolserver.imaging import encode_png
 from toolserver.models import ShmHandle
 
 MODES = ("inline:png", "inline:jpeg", "shm:png")
+ZERO_COPY = ("shm",)  # the deliveries a trainer on the same node reads without a second encode
 _STAGE = re.compile(r'^toolserver_delivery_seconds_(sum|count)\{stage="(\w+)"\} (\S+)$', re.MULTILINE)
 
 
@@ -167,6 +169,41 @@ def front_rate(side: int, levels: list[int], calls: int, device: str) -> dict[in
         return {level: round(run_sr(front, inputs, level, calls)[0], 3) for level in levels}
     finally:
         front.close()
+
+
+def engine_rate(side: int, device: str, count: int = 64, repeats: int = 3) -> dict[str, float]:
+    """The limits under the front, on the same crops: the engine alone (`count` crops queued at once, as the
+    server's rule would hand them over, best of `repeats`) and the network's own forward on 1 and 16 tiles."""
+    from toolserver.sr.engine import SREngine
+
+    engine = SREngine(SHIPPED_SMFANET, device=device, batch_tiles="auto", max_batch=16)
+    inputs = [np.asarray(crop(i, side)) for i in range(count)]
+    out_mp = (side * 4) ** 2 / 1e6
+
+    def best(action: Any) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    def all_jobs() -> None:
+        failed = [o for o in engine.run_jobs([(x, 4, None) for x in inputs]) if isinstance(o, Exception)]
+        if failed:
+            raise failed[0]
+
+    try:
+        engine.run_jobs([(inputs[0], 4, None)])  # the network loaded (and on CUDA, its kernels)
+        report = {"engine_mp_per_s": round(count * out_mp / best(all_jobs), 2)}
+        for tiles in (1, 16):
+            windows = inputs[:tiles]
+            engine._forward(4, windows)  # this batch shape's kernels
+            report[f"forward_{tiles}_tiles_mp_per_s"] = round(tiles * out_mp / best(
+                lambda w=windows: engine._forward(4, w)), 2)
+        return report
+    finally:
+        engine.close()
 
 
 def _tmpfs() -> str | None:

@@ -16,7 +16,8 @@ import httpx
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
-PHOTOS = ROOT.parent / "shared" / "data" / "photos"
+# The shared photographs; TOOLSERVER_BENCH_PHOTOS names a copy where ../shared is not beside the checkout (a GPU host).
+PHOTOS = Path(os.environ.get("TOOLSERVER_BENCH_PHOTOS", ROOT.parent / "shared" / "data" / "photos"))
 
 
 def photo_4000x3000() -> bytes:

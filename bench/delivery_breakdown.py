@@ -28,9 +28,10 @@ import pybase64
 from PIL import Image
 
 from bench.bench_sr_http import crop
-from bench.common import ROOT, print_report
+from bench.common import print_report
 from toolserver import jsonio
 from toolserver.client.shm import read_shm
+from toolserver.config import SHIPPED_SMFANET
 from toolserver.core.shm import ShmFiles
 from toolserver.encodepool import EncodePool
 from toolserver.imaging import encode_image, encode_png
@@ -49,7 +50,7 @@ def timed(fn: Callable[[], Any], n: int = 9) -> dict[str, float]:
 def sr_output(side: int) -> np.ndarray:
     from toolserver.sr.engine import SREngine
 
-    engine = SREngine(ROOT / "models" / "smfanet", device="cpu")
+    engine = SREngine(SHIPPED_SMFANET, device="cpu")
     try:
         outcome = engine.run_jobs([(np.asarray(crop(3, side)), 4, None)])[0]
     finally:
