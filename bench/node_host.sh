@@ -57,13 +57,16 @@ torch.__version__, 'cuda', torch.cuda.is_available(), 'pillow', PIL.__version__,
         timeout -k 5 "$left" "$@" > "$out/$name.log" 2>&1
         echo "$name: rc $? at $((SECONDS - start)) s"
     }
-    # shellcheck disable=SC2086  # NODE_BENCH_ARGS: more options for bench_node, e.g. a rehearsal's smaller loads
-    stage node 200 python3 -m bench.bench_node --sr --out "$out/node.json" --profile "$out/profile.txt" \
-        ${NODE_BENCH_ARGS:-}
-    stage sr_http 100 python3 -m bench.bench_sr_http --side 256 --calls 6 --encode-processes 0 auto \
-        --json "$out/sr_http.json"
-    stage perception 60 python3 -m bench.bench_perception_models --device cuda --size full \
-        --json "$out/perception.json"
+    # NODE_BENCH_ARGS: bench_node's options (default --sr; e.g. a rehearsal's smaller loads, or the zoom_in rows
+    # alone); NODE_HOST_STAGES: which stages run (default all three, in this order)
+    local stages=" ${NODE_HOST_STAGES:-node sr_http perception} "
+    # shellcheck disable=SC2086
+    [[ $stages == *" node "* ]] && stage node 90 python3 -m bench.bench_node --out "$out/node.json" \
+        --profile "$out/profile.txt" ${NODE_BENCH_ARGS:---sr}
+    [[ $stages == *" sr_http "* ]] && stage sr_http 100 python3 -m bench.bench_sr_http --side 256 --calls 6 \
+        --encode-processes 0 auto --json "$out/sr_http.json"
+    [[ $stages == *" perception "* ]] && stage perception 60 python3 -m bench.bench_perception_models \
+        --device cuda --size full --json "$out/perception.json"
     python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in \
 ('cores', 'workers', 'zoom_in_ratios', 'super_resolution_ratios')}))" "$out/node.json"
 }

@@ -254,3 +254,51 @@ def test_held_pixels_come_back_exact_are_never_trimmed_and_go_with_their_session
     node.drop_session("s1")
     assert node.held("s1", "observation_1.ab") is None and node.sessions() == set()
     assert node.hold("s1", "observation_2.cd", image.convert("P")) is None  # a palette: the store encodes it
+
+
+def test_a_part_of_the_node_s_pixels_is_read_without_the_whole(tmp_path: Path):
+    from toolserver.stores.node_pixels import NodePixels
+
+    node = NodePixels(tmp_path / "pixels", max_bytes=1 << 24)
+    noise = Image.effect_noise((97, 61), 60)
+    images = {mode: noise.convert(mode) for mode in ("RGB", "L", "RGBA", "I", "F", "CMYK")}
+    images["I;16"] = noise.convert("I").point(lambda v: v * 200).convert("I;16")
+    for mode, image in images.items():
+        node.put((f"content:{mode}", ""), image)
+        for box in ((0, 0, 97, 61), (13, 7, 60, 59), (96, 60, 97, 61)):
+            part = node.region((f"content:{mode}", ""), box)
+            assert part is not None and part.mode == mode and part.tobytes() == image.crop(box).tobytes(), (mode, box)
+        for outside in ((0, 0, 98, 61), (-1, 0, 10, 10), (5, 5, 5, 9)):  # not inside: the caller crops the whole
+            assert node.region((f"content:{mode}", ""), outside) is None
+    node.put(("content:bits", ""), noise.convert("1"))  # packed bits are not cut by byte
+    assert node.region(("content:bits", ""), (0, 0, 8, 8)) is None
+    assert node.region(("content:none", ""), (0, 0, 8, 8)) is None
+    node.hold("s1", "observation_1.ab", images["RGB"])
+    held = node.held_region("s1", "observation_1.ab", (3, 4, 50, 40))
+    assert held is not None and held.tobytes() == images["RGB"].crop((3, 4, 50, 40)).tobytes()
+
+
+def test_a_zoom_reads_only_its_box_of_the_node_s_pixels(tmp_path: Path, redis_server: RedisServer):
+    """A worker that did not decode the photograph cuts each zoom from the node's memory: its crops are those of one
+    process, and it never copies a whole image it zooms into (the upload, a held one, a recipe's source) into its
+    own cache; it keeps only the crops it made."""
+    calls = [(1, "zoom_in", ZOOM), (1, "zoom_in", INNER), (1, "lookback_reuse", {"image": "observation_1"}),
+             (1, "zoom_in", {"image": "observation_3", "bbox_2d": [50, 40, 400, 300]}), (0, "rotate", ROTATE),
+             (1, "zoom_in", {"image": "observation_5", "bbox_2d": [100, 100, 900, 900]})]
+
+    async def main():
+        workers = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        memory = Core(Settings(data_dir=tmp_path / "memory", workers=2))
+        sid, mid = await new_session(workers[0]), await new_session(memory)
+        whole = {(2560, 1600)}  # the upload's size, then the rotated image's
+        for index, tool, args in calls:
+            node, alone = await workers[index].call_tool(sid, tool, args), await memory.call_tool(mid, tool, args)
+            assert node.ok and pixels_of(node) == pixels_of(alone), tool
+            whole |= {(image.width, image.height) for image in alone.images} if tool == "rotate" else set()
+            cached = [image.size for image in workers[1].store.cache._cache.values()]
+            assert cached and not whole & set(cached), f"{tool} {args}: {cached}"
+        assert workers[1].store.cache.node.hits >= 2  # the upload's box and the held image's, from the node
+        for core in (*workers, memory):
+            await core.stop()
+
+    asyncio.run(main())

@@ -23,6 +23,7 @@ INPUT_PREFIX = "original_image"
 OBSERVATION_PREFIX = "observation_"
 _INPUT_KEY = re.compile(rf"{INPUT_PREFIX}_\d+")
 _OBSERVATION_KEY = re.compile(rf"{OBSERVATION_PREFIX}([1-9]\d{{0,8}})")
+PixelBox = tuple[int, int, int, int]  # left, top, right, bottom, in an image's pixels
 OUTCOMES_KEPT = 16  # recorded outcomes a session keeps for retries (its latest calls)
 
 
@@ -58,7 +59,13 @@ class Derivation:
     size: tuple[int, int] | None = None
 
     def make(self, pixels: Image.Image) -> Image.Image:
-        crop = pixels.crop(self.box)
+        return self._finish(pixels.crop(self.box))
+
+    def cut(self) -> Image.Image:
+        """`make(source.pixels)`, reading only the box of the source where its store can (`ImageEntry.region`)."""
+        return self._finish(self.source.region(self.box))
+
+    def _finish(self, crop: Image.Image) -> Image.Image:
         if self.size is None:
             return crop
         from toolserver.resample import resize_bicubic  # numba's import, only where a resize is wanted
@@ -110,6 +117,7 @@ class ImageEntry:
 
     __slots__ = (
         "_load_pixels",
+        "_load_region",
         "_load_source",
         "_pixels",
         "_source_bytes",
@@ -134,7 +142,8 @@ class ImageEntry:
                  pixels: Image.Image | None = None, view_size: tuple[int, int] | None,
                  view_error: str | None = None, source_bytes: bytes | None = None, source_mime: str | None = None,
                  alias_of: str | None = None, load_pixels: Callable[[], Image.Image] | None = None,
-                 load_source: Callable[[], bytes] | None = None, content: str | None = None):
+                 load_source: Callable[[], bytes] | None = None, content: str | None = None,
+                 load_region: Callable[[PixelBox], Image.Image | None] | None = None):
         if pixels is None and load_pixels is None:
             raise ValueError("an image entry needs its pixels or a way to load them")
         self.key = key
@@ -158,6 +167,7 @@ class ImageEntry:
         self._source_bytes = source_bytes  # what was uploaded (inputs only)
         self._load_pixels = load_pixels
         self._load_source = load_source
+        self._load_region = load_region  # a part of the pixels without the whole (the node's shared memory), or None
 
     @property
     def pixels(self) -> Image.Image:
@@ -165,6 +175,16 @@ class ImageEntry:
             assert self._load_pixels is not None
             self._pixels = self._load_pixels()
         return self._pixels
+
+    def region(self, box: PixelBox) -> Image.Image:
+        """`pixels.crop(box)` (left, top, right, bottom): where the pixels are not loaded and the store can read a
+        part of them, only that part is read (a zoom into a large photograph need not copy all of it)."""
+        inside = 0 <= box[0] < box[2] <= self.size[0] and 0 <= box[1] < box[3] <= self.size[1]
+        if self._pixels is None and self._load_region is not None and inside:
+            part = self._load_region(box)
+            if part is not None:
+                return part
+        return self.pixels.crop(box)
 
     @property
     def loaded(self) -> bool:

@@ -5,7 +5,9 @@ entries load their pixels on first use.
 Each process keeps the image records it has read of its latest sessions (`RECORDS_CACHED`), and its touches ask
 only for the ones after them, so a call does not parse every earlier image's record again (docs/decisions.md,
 issue #41). An entry's pixels come from the upload's bytes in Redis, from the node's memory (`held`), or are remade
-from another image of the session (`derived`, a crop's recipe), always through the process's decoded cache.
+from another image of the session (`derived`, a crop's recipe), always through the process's decoded cache. A part
+of an image (a zoom's box) is cut from the process's cached pixels where it has them, else read from the node's
+memory alone, without copying the whole image into the process (`ImageEntry.region`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from cachetools import LRUCache
 from PIL import Image
 
 from toolserver.errors import NotFound, SessionGone, Unavailable
-from toolserver.memorymap import Derivation, ImageEntry, SessionMap
+from toolserver.memorymap import Derivation, ImageEntry, PixelBox, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.ownership import may_see
 from toolserver.stores.redis_parts import DERIVED, HELD, DecodedCache, RemoteTexts, pairs, pixels_key
@@ -97,12 +99,37 @@ class SessionRecords:
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
-                           load_pixels=load,
+                           load_pixels=load, load_region=self._region(session, rec, key, own),
                            load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
         entry.blob_key = blob
         entry.blob_format = kind
         entry.depth = rec.get("n", 0)
         return entry
+
+
+    def _region(self, session: SessionMap, rec: dict[str, Any],
+                key: tuple[str, str], own: bool) -> Callable[[PixelBox], Image.Image | None]:
+        """How a part of an entry's pixels is read without the whole: cut from this process's cached pixels, else
+        read from the node's file (an upload's or a held image's), else cut from the part of its source that a
+        recipe without a resize (or an alias) stands for; None where none of these can (the caller loads it all)."""
+
+        def region(box: PixelBox) -> Image.Image | None:
+            cached = self.cache.peek(key, node=False)
+            if cached is not None:
+                return cached.crop(box)
+            if rec["s"] == DERIVED:
+                if rec["a"] is not None:
+                    return session.by_key[rec["a"]].region(box)
+                if rec["z"]:
+                    return None
+                x, y = rec["x"][0], rec["x"][1]
+                return session.by_key[rec["p"]].region((box[0] + x, box[1] + y, box[2] + x, box[3] + y))
+            node = self.cache.node
+            if node is None:
+                return None
+            return node.held_region(session.id, rec["b"], box) if rec["s"] == HELD else node.region(key, box)
+
+        return region
 
 
 def _remake(session: SessionMap, rec: dict[str, Any]) -> Callable[[], Image.Image]:
@@ -112,4 +139,4 @@ def _remake(session: SessionMap, rec: dict[str, Any]) -> Callable[[], Image.Imag
         alias_of = session.by_key[rec["a"]]
         return lambda: alias_of.pixels
     derivation = Derivation(session.by_key[rec["p"]], tuple(rec["x"]), tuple(rec["z"]) if rec["z"] else None)
-    return lambda: derivation.make(derivation.source.pixels)
+    return derivation.cut

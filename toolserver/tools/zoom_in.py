@@ -96,7 +96,7 @@ class ZoomIn(Tool):
             scale = self.upscale_factor
             size = (int(width * scale), int(height * scale))
         derivation = Derivation(entry, box, size)  # the crop is this recipe exactly: a store may keep it instead
-        crop = derivation.make(entry.pixels)
+        crop = derivation.cut()  # only the box is read where the store can (the node's shared memory)
         key, index = ctx.observation_key(), len(ctx.images)
         label = f' labelled "{args.label}"' if args.label else ""
         text = (
