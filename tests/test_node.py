@@ -197,6 +197,42 @@ def test_any_worker_serves_any_call_of_a_session(node):
     assert ready["sandbox"]["served_by"] == "node sandbox host"
 
 
+def _workers_of_a_burst(port: int, connections: int) -> Counter[str]:
+    """Open `connections` connections at once (all queued before any is used), then ask on each which worker has it."""
+    import socket
+
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(connections)]
+    served: Counter[str] = Counter()
+    try:
+        for sock in socks:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: node\r\n\r\n")
+        for sock in socks:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(65536)
+                assert chunk, "the connection closed before its answer"
+                head += chunk
+            lines = head.split(b"\r\n\r\n")[0].decode().lower().split("\r\n")
+            served[next(line.split(":", 1)[1].strip() for line in lines if line.startswith("x-toolserver-worker"))] += 1
+    finally:
+        for sock in socks:
+            sock.close()
+    return served
+
+
+@needs_redis
+@pytest.mark.slow
+def test_a_burst_of_connections_is_spread_over_the_workers(node):
+    """A trainer opens its sessions' connections at once. Each worker listens on a socket of its own (SO_REUSEPORT),
+    so the kernel spreads them; on one shared socket the first worker to wake could take nearly all of them."""
+    listening = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    ours = [row for row in listening if row[3] == "0A" and int(row[1].split(":")[1], 16) == node.port]
+    assert len(ours) == 2, ours  # a listening socket per worker (one shared socket would be one row)
+    served = _workers_of_a_burst(node.port, 64)
+    assert sum(served.values()) == 64 and set(served) == {"0", "1"}, served
+    assert max(served.values()) <= 52, served  # a fair coin puts 53 of 64 on one side once in ~10^7
+
+
 @needs_redis
 @pytest.mark.slow
 def test_a_code_session_keeps_its_state_whichever_worker_runs_its_cells(node):
