@@ -70,15 +70,22 @@ class NodePixels:
         """The image under `key`, as a new Image of this process (one copy from the shared pages), or None."""
         return self._read(self._path(key))
 
-    def _read(self, path: Path) -> Image.Image | None:
+    def _read(self, path: Path, box: tuple[int, int, int, int] | None = None) -> Image.Image | None:
         try:
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 magic, raw_mode, width, height = HEADER.unpack_from(mm, 0)
                 if magic != MAGIC:
                     return None
                 mode = raw_mode.rstrip(b"\0").decode()
-                with memoryview(mm) as view:
-                    image = Image.frombytes(mode, (width, height), view[HEADER.size:])
+                if box is None:
+                    with memoryview(mm) as view:
+                        image = Image.frombytes(mode, (width, height), view[HEADER.size:])
+                else:
+                    left, top, right, bottom = box
+                    size = PIXEL_BYTES.get(mode, 0)
+                    if not size or not (0 <= left < right <= width and 0 <= top < bottom <= height):
+                        return None
+                    image = Image.frombytes(mode, (right - left, bottom - top), _cut(mm, width, height, size, box))
         except (FileNotFoundError, ValueError, struct.error, OSError):
             with self._lock:
                 self.misses += 1
@@ -90,25 +97,7 @@ class NodePixels:
     def region(self, key: tuple[str, str], box: tuple[int, int, int, int]) -> Image.Image | None:
         """`get(key).crop(box)`, reading only the box's bytes from the shared pages (a 1 MP crop of a 13 MP
         photograph copies 3 MB, not 40), or None where the image is not here or the box is not inside it."""
-        return self._read_region(self._path(key), box)
-
-    def _read_region(self, path: Path, box: tuple[int, int, int, int]) -> Image.Image | None:
-        left, top, right, bottom = box
-        try:
-            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                magic, raw_mode, width, height = HEADER.unpack_from(mm, 0)
-                mode = raw_mode.rstrip(b"\0").decode()
-                size = PIXEL_BYTES.get(mode, 0)
-                if magic != MAGIC or not size or not (0 <= left < right <= width and 0 <= top < bottom <= height):
-                    return None
-                data = _cut(mm, width, height, size, box)
-        except (FileNotFoundError, ValueError, struct.error, OSError):
-            with self._lock:
-                self.misses += 1
-            return None
-        with self._lock:
-            self.hits += 1
-        return Image.frombytes(mode, (right - left, bottom - top), data)
+        return self._read(self._path(key), box)
 
     def put(self, key: tuple[str, str], image: Image.Image) -> None:
         """Keep `image` for the node, unless it is kept already, its mode needs more than its pixels (a palette),
@@ -182,7 +171,7 @@ class NodePixels:
 
     def held_region(self, session_id: str, name: str, box: tuple[int, int, int, int]) -> Image.Image | None:
         """`held(...).crop(box)`, reading only the box's bytes, or None (gone, or the box is not inside it)."""
-        return self._read_region(self.directory / "h" / _safe(session_id) / _safe(name), box)
+        return self._read(self.directory / "h" / _safe(session_id) / _safe(name), box)
 
     def holds(self, session_id: str, name: str) -> bool:
         return (self.directory / "h" / _safe(session_id) / _safe(name)).is_file()
