@@ -302,3 +302,30 @@ def test_a_zoom_reads_only_its_box_of_the_node_s_pixels(tmp_path: Path, redis_se
             await core.stop()
 
     asyncio.run(main())
+
+
+def test_a_group_s_photograph_is_decoded_once_per_node(tmp_path: Path, redis_server: RedisServer, monkeypatch):
+    """A GRPO group's rollouts upload one photograph to whichever worker: the first decodes it, the others (and later
+    sessions of the first) take the node's pixels instead of decoding the bytes again."""
+    from toolserver.core import intake
+
+    decodes = []
+    real = intake._decode
+    monkeypatch.setattr(intake, "_decode", lambda *args: decodes.append(1) or real(*args))
+
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        sids = [await new_session(core) for core in (a, b, b, a)]
+        assert len(decodes) == 1
+        memory = Core(Settings(data_dir=tmp_path / "memory", workers=2))
+        mid = await new_session(memory)
+        for sid, core in zip(sids, (a, b, b, a), strict=True):
+            info, alone = await core.session_info(sid), await memory.session_info(mid)
+            assert info.images[0].model_dump() == alone.images[0].model_dump()
+            assert await core.image_bytes(sid, "original_image") == (photo("LadyBird.jpg").read_bytes(), "image/jpeg")
+            node, one = await core.call_tool(sid, "zoom_in", ZOOM), await memory.call_tool(mid, "zoom_in", ZOOM)
+            assert pixels_of(node) == pixels_of(one)
+        for core in (a, b, memory):
+            await core.stop()
+
+    asyncio.run(main())

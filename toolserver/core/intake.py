@@ -132,7 +132,8 @@ class Intake:
                                    "count as images)")
                 continue
             image = await self.shared.decode(item.data, alpha, partial(
-                pool.run, _decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha))
+                pool.run, _decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha),
+                known=partial(pool.run, self.services.store.decoded_input))
             decoded.images.append((image, item.key))
         return decoded
 

@@ -4,13 +4,15 @@ and each would otherwise decode it (≈ 50 ms for 12 MP) and hold its own 38 MB 
 
 Pixels are immutable once registered, so sharing them is safe. Nothing is kept for its own sake: an entry lives
 as long as some session holds its pixels (a weak reference), and concurrent first uploads of the same bytes
-wait for one decode instead of racing.
+wait for one decode instead of racing. Where the store has the pixels already (a node's shared copy, decoded by
+another worker or for an earlier session), they are read from there instead of decoding the bytes again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import weakref
 from collections.abc import Awaitable, Callable
 
@@ -29,8 +31,11 @@ class SharedDecodes:
     def __len__(self) -> int:
         return len(self._pixels)
 
-    async def decode(self, data: bytes, alpha: str, decode: Callable[[], Awaitable[DecodedImage]]) -> DecodedImage:
-        """`decode()`'s result for these bytes, computed once while any session holds it."""
+    async def decode(self, data: bytes, alpha: str, decode: Callable[[], Awaitable[DecodedImage]],
+                     known: Callable[[str], Awaitable[Image.Image | None]] | None = None) -> DecodedImage:
+        """`decode()`'s result for these bytes, computed once while any session holds it. `known(content)`: the
+        pixels a store's process or node decoded already (a node's other worker, a session gone from this one's
+        memory), taken instead of decoding again."""
         key = (hashlib.sha256(data).digest(), alpha)
         content = f"{key[0].hex()}:{alpha}"
         pixels = self._pixels.get(key)
@@ -46,7 +51,13 @@ class SharedDecodes:
         future: asyncio.Future[DecodedImage] = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
-            decoded = await decode()
+            pixels = None if known is None else await known(content)
+            if pixels is not None:
+                with Image.open(io.BytesIO(data)) as header:  # its format from the header alone, no decode
+                    decoded = DecodedImage(pixels=pixels, source_bytes=data, source_format=header.format or "",
+                                           content=content)
+            else:
+                decoded = await decode()
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: a failure nobody else waited for is not logged as unhandled

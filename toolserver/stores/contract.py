@@ -142,6 +142,11 @@ class SessionStore(ABC):
         instead of its pixels, where the store can remake it in any of its processes; None where it does not."""
         return None
 
+    def decoded_input(self, content: str) -> Image.Image | None:
+        """The pixels of an upload this store's process or node decoded already, by `content` (the bytes' digest and
+        alpha rule, `DecodedImage.content`), read in a worker thread; None where it has none (decode the upload)."""
+        return None
+
     async def sweep_ended(self) -> int:
         """Free what sessions that ended without a release (expired, evicted) left outside the store; how many."""
         return 0

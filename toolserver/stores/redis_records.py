@@ -107,6 +107,10 @@ class SessionRecords:
         return entry
 
 
+    def decoded_input(self, content: str) -> Image.Image | None:
+        """An upload's pixels by content: this process's cache, else the node's copy (kept in the cache)."""
+        return self.cache.peek(pixels_key("", "", content))
+
     def _region(self, session: SessionMap, rec: dict[str, Any],
                 key: tuple[str, str], own: bool) -> Callable[[PixelBox], Image.Image | None]:
         """How a part of an entry's pixels is read without the whole: cut from this process's cached pixels, else
