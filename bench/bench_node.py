@@ -229,7 +229,8 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
 def profile(server: NodeServer, out: Path, seconds: int, clients: int, images: list[str]) -> None:
     """py-spy's samples of every process of the node (collapsed stacks, `--format raw`) under 128 sessions of
     load, taken after the measured rows so that they do not slow those."""
-    spy = subprocess.Popen([shutil.which("py-spy") or "py-spy", "record", "--pid", str(server.proc.pid),
+    spy_exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))  # or the venv's own
+    spy = subprocess.Popen([spy_exe, "record", "--pid", str(server.proc.pid),
                             "--subprocesses", "--nonblocking", "--rate", "97", "--format", "raw", "-o", str(out),
                             "-d", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while spy.poll() is None:

@@ -4,6 +4,7 @@ its bound), and who may list sessions when the server listens on every address w
 from __future__ import annotations
 
 import io
+import shutil
 import time
 
 from fastapi.testclient import TestClient
@@ -154,3 +155,9 @@ def test_a_released_redis_session_is_archived_and_every_worker_of_the_node_lists
         assert [c["ok"] for c in trajectory["calls"]] == [True] and trajectory["outcome"] == "released"
         thumbnail = one.get(f"/v1/trajectories/{sid}/images/{trajectory['images'][1]['key']}")
         assert thumbnail.status_code == 200 and Image.open(io.BytesIO(thumbnail.content)).size == (320, 240)  # rel1000
+        later = session(other)
+        assert other.delete(f"/v1/sessions/{later}").status_code == 204
+        assert finished(other) == [later, sid]  # (its writer has finished)
+        assert finished(one) == [later, sid]  # one more folder: only it is read
+        shutil.rmtree(shared.resolved_archive_dir() / sid)  # as another worker's trim removes the oldest
+        assert finished(one) == [later] and finished(other) == [later]

@@ -183,14 +183,22 @@ class TrajectoryArchive:
         except OSError:
             changed = None
         if self._index is None or changed != self._index_changed:
+            # Only the folders it has not read yet are parsed, and those gone are dropped: in a node every release
+            # by any worker changes the folder, and reading all the summaries again each time cost each release
+            # as much as the archive holds (up to ARCHIVE_MAX_SESSIONS files).
             self._index_changed = changed
-            self._index = {}
-            for path in self.root.glob("*/summary.json") if self.root.is_dir() else ():
+            try:
+                names = {entry.name for entry in os.scandir(self.root) if entry.is_dir()}
+            except OSError:
+                names = set()
+            index = {sid: summary for sid, summary in (self._index or {}).items() if sid in names}
+            for name in names - index.keys():
                 try:
-                    summary = FinishedSession.model_validate_json(path.read_text())  # the owner too
-                except (OSError, ValueError):
+                    summary = FinishedSession.model_validate_json((self.root / name / "summary.json").read_text())
+                except (OSError, ValueError):  # being written by another process: read when the folder next changes
                     continue
-                self._index[summary.session_id] = summary
+                index[summary.session_id] = summary
+            self._index = index
         return self._index
 
     def list(self, offset: int = 0, limit: int = 50, *, profile: str | None = None, outcome: str | None = None,
