@@ -3,7 +3,8 @@
 Rows (each beside the limit it is judged against, in the same run, on the same machine):
 - `zoom_in` (default profile: rel1000 boxes, JPEG by ref; GRPO groups of 8 sessions sharing a photograph) at
   16 / 128 / 512 sessions x `--calls` calls: calls/s, p50, the cores the server's processes kept busy, and the
-  server's peak memory (PSS summed over its processes, and RSS summed, which counts shared pages once per process)
+  server's peak memory (PSS summed over its processes, and RSS summed, which counts shared pages once per process;
+  and the node's files on tmpfs, its shared pixels, which no process's PSS counts)
   for N workers, for one process (today's server) and for one process pinned to one core (`taskset`);
 - super-resolution x4 over HTTP (inline PNG, inline JPEG, the zero-copy delivery where the server has one) at
   1 / 16 / 64 sessions, beside the in-process front, the engine alone and the network's forward
@@ -116,6 +117,21 @@ class NodeServer:
                 continue
         return pss, rss
 
+    def node_files(self) -> int:
+        """Bytes of the node's directory (its shared pixels, on tmpfs: memory no process's PSS counts), found through
+        its Redis's socket; 0 for one process, which has none."""
+        for pid in self.pids():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            # Redis rewrites its title: "redis-server unixsocket:/…/redis.sock" may be one argument
+            sockets = [w for w in b" ".join(argv).decode(errors="replace").split() if w.startswith("unixsocket:")]
+            if sockets:
+                root = Path(sockets[0].split(":", 1)[1]).parent
+                return sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
+        return 0
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -192,13 +208,13 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
              for i in range(clients)]
     for p in procs:
         p.start()
-    peak = [0, 0]
+    peak = [0, 0, 0]
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.wait(0.5):
-            pss, rss = server.memory()
-            peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
+            (pss, rss), files = server.memory(), server.node_files()
+            peak[:] = max(peak[0], pss), max(peak[1], rss), max(peak[2], files)
 
     sampler = threading.Thread(target=sample, daemon=True)
     time.sleep(max(0.0, start_at - time.time()))
@@ -209,8 +225,8 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
     cpu, redis = (b - a for a, b in zip((cpu0, redis0), server.cpu_seconds(), strict=True))
     stop.set()
     sampler.join()
-    pss, rss = server.memory()  # a load shorter than the sampler's period is still measured once
-    peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
+    (pss, rss), files = server.memory(), server.node_files()  # a load shorter than the sampler's period, once
+    peak[:] = max(peak[0], pss), max(peak[1], rss), max(peak[2], files)
     for p in procs:
         p.join()
     lat = [x for r in results for x in r["latencies"]]
@@ -223,7 +239,8 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
             "server_cpu_ms_per_call": round(1000 * cpu / max(1, len(lat)), 2),
             "redis_cpu_ms_per_call": round(1000 * redis / max(1, len(lat)), 3),
             "client_cpu_ms_per_call": round(1000 * sum(r["cpu_s"] for r in results) / max(1, len(lat)), 3),
-            "peak_pss_mb": round(peak[0] / 2**20), "peak_rss_mb": round(peak[1] / 2**20)}
+            "peak_pss_mb": round(peak[0] / 2**20), "peak_rss_mb": round(peak[1] / 2**20),
+            "peak_node_files_mb": round(peak[2] / 2**20)}
 
 
 def profile(server: NodeServer, out: Path, seconds: int, clients: int, images: list[str]) -> None:
@@ -271,6 +288,8 @@ def ratios(rows: dict[str, Any], workers: int, levels: list[int]) -> dict[str, A
         if node and single:
             row["vs_one_process"] = round(node[i]["calls_per_s"] / single[i]["calls_per_s"], 2)
             row["pss_vs_one_process"] = round(node[i]["peak_pss_mb"] / max(1, single[i]["peak_pss_mb"]), 2)
+            with_files = node[i]["peak_pss_mb"] + node[i].get("peak_node_files_mb", 0)
+            row["pss_and_node_files_vs_one_process"] = round(with_files / max(1, single[i]["peak_pss_mb"]), 2)
         out[str(s)] = row
     return out
 

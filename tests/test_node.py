@@ -99,6 +99,49 @@ def test_the_command_line_takes_a_count_or_auto():
         parser.parse_args(["serve", "--workers", "many"])
 
 
+# -- memory: what the workers share ------------------------------------------------------------------------
+def test_each_worker_gets_its_share_of_pillow_s_kept_blocks_unless_set(tmp_path):
+    from toolserver.node.supervisor import worker_settings
+
+    assert worker_settings(Settings(), tmp_path, None, 16).image_blocks_kept == 4  # 16 // 16, at least 4
+    assert worker_settings(Settings(), tmp_path, None, 2).image_blocks_kept == 8
+    assert worker_settings(Settings(image_blocks_kept=16), tmp_path, None, 16).image_blocks_kept == 16  # as asked
+
+
+WORKER_IMPORTS = """
+import sys
+from toolserver.node.supervisor import share_before_fork
+share_before_fork()
+before = set(sys.modules)
+from toolserver.api import create_app
+from toolserver.config import Settings
+create_app(Settings(data_dir=sys.argv[1], session_store="redis", redis_url="redis://127.0.0.1:1", workers=1,
+                    mcp_sessions="shared", node_holds_images=True, model_hosts=sys.argv[1] + "/host-0.sock"))
+print(len(set(sys.modules) - before))
+"""
+
+
+def test_the_supervisor_imports_what_a_worker_imports(tmp_path):
+    """The modules a worker's app imports are imported before the fork, so their pages are shared by the workers
+    rather than built in each (measured: 150 MB of a worker's 210 MB PSS idle without this)."""
+    out = subprocess.run([sys.executable, "-c", WORKER_IMPORTS, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) < 40  # 3 here; 322 when a worker imported them itself
+
+
+ARENAS = "from toolserver.allocator import limit_malloc_arenas; print(limit_malloc_arenas())"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_serve_limits_malloc_arenas_unless_the_environment_does():
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    assert subprocess.run([sys.executable, "-c", ARENAS], capture_output=True, text=True, env=env,
+                          timeout=60).stdout.strip() == "True"
+    assert subprocess.run([sys.executable, "-c", ARENAS], capture_output=True, text=True, timeout=60,
+                          env={**env, "MALLOC_ARENA_MAX": "4"}).stdout.strip() == "False"
+
+
 # -- a real node -----------------------------------------------------------------------------------------
 class Node:
     """`toolserver serve --workers N` in its own process group (the test can always stop all of it)."""

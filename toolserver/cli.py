@@ -30,11 +30,13 @@ def _workers(value: str) -> int | str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from toolserver.allocator import limit_malloc_arenas
     from toolserver.logs import configure_logging
     from toolserver.node import NodeError, plan_workers, run_node
 
     settings = _settings(args)
     configure_logging(settings.log_format, settings.log_level)
+    limit_malloc_arenas()  # before any thread, in one process and in the node's forked workers alike
     try:
         n, warning = plan_workers(settings)
     except NodeError as exc:

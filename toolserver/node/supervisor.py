@@ -24,6 +24,8 @@ once). SIGTERM drains every worker (each answers 503 to new calls and finishes w
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib
 import logging
 import math
 import os
@@ -150,6 +152,7 @@ class Supervisor:
 
     def run(self, sock: socket.socket, worker_settings: Settings, on_tick: Callable[[], None] = lambda: None) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        share_before_fork()
         try:
             for index in range(self.n):
                 self._fork(index, sock, worker_settings)
@@ -174,6 +177,7 @@ class Supervisor:
             log.info("node draining", extra={"signal": signal.Signals(sig).name})
 
     def _fork(self, index: int, sock: socket.socket, worker_settings: Settings) -> None:
+        gc.freeze()  # what the supervisor holds now is never collected in the worker, so its pages stay shared
         pid = os.fork()
         if pid == 0:  # the worker
             code = 1
@@ -213,12 +217,37 @@ class Supervisor:
             self._fork(worker.index, sock, worker_settings)
 
 
+# What a worker imports after the fork, imported before it instead (their objects' pages are then shared by all
+# workers rather than built in each): the node's store, MCP, the server and its protocols. A module that is not
+# installed is skipped (the worker that needs it fails as it would have).
+WORKER_MODULES = (
+    "toolserver.api", "toolserver.mcp_server", "toolserver.api.openenv.mcp", "toolserver.integrations.mcp_handles",
+    "toolserver.serving", "toolserver.stores.redis", "toolserver.stores.redis_node", "toolserver.stores.node_pixels",
+    "toolserver.core.modelhosts", "redis.asyncio", "httpx", "sse_starlette", "pythonjsonlogger.json",
+    "uvicorn.loops.auto", "uvicorn.loops.uvloop", "uvicorn.protocols.http.httptools_impl",
+    "uvicorn.protocols.http.h11_impl", "trio", "uvicorn.lifespan.on",
+)
+
+
+def share_before_fork() -> None:
+    """Import the workers' modules in the supervisor and freeze the collector's view of what it holds, so that
+    every forked worker shares those pages (measured: docs/node.md, "Memory")."""
+    for name in WORKER_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    gc.collect()
+    gc.freeze()
+
+
 def worker_settings(settings: Settings, node_dir: Path, redis_url: str | None, n: int) -> Settings:
-    """What each worker runs with: the node's store, shared MCP sessions, its share of the decoded cache."""
+    """What each worker runs with: the node's store, shared MCP sessions, its share of the decoded cache and of
+    Pillow's kept memory blocks."""
     update: dict[str, object] = {"node_dir": node_dir, "workers": 1, "mcp_sessions": "shared",
                                  "decoded_cache_bytes": max(64 * 1024 * 1024, settings.decoded_cache_bytes // n)}
     if "encode_processes" not in settings.model_fields_set:  # the workers are the node's parallel encoders
         update["encode_processes"] = 0
+    if "image_blocks_kept" not in settings.model_fields_set:  # the node's kept blocks, shared out (at least 4 each)
+        update["image_blocks_kept"] = max(4, settings.image_blocks_kept // n)
     if redis_url is not None:  # the node's own Redis: its tool images can live in the node's memory alone
         update.update(session_store="redis", redis_url=redis_url, node_holds_images=True)
     return settings.model_copy(update=update)
