@@ -161,4 +161,3 @@ def test_a_released_redis_session_is_archived_and_every_worker_of_the_node_lists
         assert finished(one) == [later, sid]  # one more folder: only it is read
         shutil.rmtree(shared.resolved_archive_dir() / sid)  # as another worker's trim removes the oldest
         assert finished(one) == [later] and finished(other) == [later]
-
