@@ -294,9 +294,10 @@ def ratios(rows: dict[str, Any], workers: int, levels: list[int]) -> dict[str, A
     return out
 
 
-def sr_rows(workers: int, levels: list[int], calls: int, side: int, scratch: Path) -> dict[str, Any]:
-    """Super-resolution over HTTP on the node (bench.bench_sr_http), then, with the node stopped, its limits on the
-    same crops in this process: the in-process front, the engine alone and the network's forward."""
+def sr_rows(workers: int, levels: list[int], calls: int, side: int, scratch: Path, clients: int = 1) -> dict[str, Any]:
+    """Super-resolution over HTTP on the node (bench.bench_sr_http, its sessions shared by `clients` client
+    processes), then, with the node stopped, its limits on the same crops in this process: the in-process front, the
+    engine alone and the network's forward."""
     import torch
 
     from bench import bench_sr_http
@@ -304,12 +305,12 @@ def sr_rows(workers: int, levels: list[int], calls: int, side: int, scratch: Pat
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shm = Path(bench_sr_http._tmpfs() or scratch) / f"bench-node-shm-{os.getpid()}"
     server = NodeServer(workers, scratch / "sr", env=bench_sr_http._server_env(shm, None))
-    out: dict[str, Any] = {"device": device, "side": side, "out_side": 4 * side}
+    out: dict[str, Any] = {"device": device, "side": side, "out_side": 4 * side, "client_processes": clients}
     try:
         bench_sr_http.run(server.url, 2, 1, "inline", "png", side=side)  # every model host loaded
         for delivery, fmt in [("inline", "png"), ("inline", "jpeg")] + [(d, "png") for d in bench_sr_http.ZERO_COPY]:
-            out[f"{delivery}/{fmt}"] = [bench_sr_http.run(server.url, s, calls, delivery, fmt, side=side)
-                                        for s in levels]
+            out[f"{delivery}/{fmt}"] = [bench_sr_http.run(server.url, s, calls, delivery, fmt, side=side,
+                                                          processes=clients) for s in levels]
             print(json.dumps({f"sr {delivery}/{fmt}": out[f"{delivery}/{fmt}"]}), flush=True)
     finally:
         server.stop()
@@ -364,7 +365,7 @@ def main() -> None:
             report["zoom_in_ratios"] = ratios(report["zoom_in"], workers, args.sessions)
         if args.sr:
             side = args.sr_side or (256 if _has_cuda() else 48)
-            report["super_resolution"] = sr_rows(workers, args.sr_sessions, args.sr_calls, side, scratch)
+            report["super_resolution"] = sr_rows(workers, args.sr_sessions, args.sr_calls, side, scratch, clients)
             report["super_resolution_ratios"] = sr_ratios(report["super_resolution"], args.sr_sessions)
     text = json.dumps(report, indent=2)
     print(text)

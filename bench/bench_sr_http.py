@@ -23,10 +23,12 @@ import asyncio
 import contextlib
 import functools
 import io
+import multiprocessing
 import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +91,9 @@ def _pixels(body: dict[str, Any], decode: bool) -> int:
 
 
 async def _run(base_url: str, sessions: int, calls: int, delivery: str, fmt: str, side: int, decode: bool,
-               scale: int, tool: str) -> dict[str, Any]:
+               scale: int, tool: str, first: int = 0, ready: Callable[[], None] | None = None) -> dict[str, Any]:
+    """One client process's share: sessions `first`.. (their uploads differ), then, once `ready()` returns (every
+    process has created its sessions), their calls. The summary, with the raw figures `_merged` sums."""
     # zoom_in on an upload of the output's size: the same delivery of the same megapixels, without the network
     upload, arguments = ((side, {"image": 0, "scale": scale}) if tool == "super_resolution" else
                          (side * scale, {"image": 0, "bbox_2d": [0, 0, 999, 999]}))
@@ -99,7 +103,7 @@ async def _run(base_url: str, sessions: int, calls: int, delivery: str, fmt: str
 
         async def create(i: int) -> str:
             async with gate:
-                r = await http.post("/v1/sessions", json={"images": [{"data": _upload(i, upload)}],
+                r = await http.post("/v1/sessions", json={"images": [{"data": _upload(first + i, upload)}],
                                                           "output": {"delivery": delivery, "format": fmt}})
                 r.raise_for_status()
                 return str(r.json()["session_id"])
@@ -130,11 +134,13 @@ async def _run(base_url: str, sessions: int, calls: int, delivery: str, fmt: str
                 probes.append(time.perf_counter() - started)
                 await asyncio.sleep(0.02)
 
+        if ready is not None:
+            await asyncio.to_thread(ready)
         before = await _stages(http)
         prober = asyncio.create_task(probe())
-        started = time.perf_counter()
+        started, began = time.perf_counter(), time.time()
         await asyncio.gather(*(session(sid) for sid in sids))
-        wall = time.perf_counter() - started
+        wall, ended = time.perf_counter() - started, time.time()
         done = True
         await prober
         after = await _stages(http)
@@ -146,16 +152,62 @@ async def _run(base_url: str, sessions: int, calls: int, delivery: str, fmt: str
             "calls_per_s": round(len(latencies) / wall, 3), "p50_ms": round(percentile(latencies, 50) * 1e3, 2),
             "p95_ms": round(percentile(latencies, 95) * 1e3, 2),
             "server_p50_ms": round(percentile(server, 50) * 1e3, 2), "errors": errors,
-            "server_stage_ms_per_call": stages, "healthz_p95_ms": round(percentile(probes, 95) * 1e3, 2)}
+            "server_stage_ms_per_call": stages, "healthz_p95_ms": round(percentile(probes, 95) * 1e3, 2),
+            "client_processes": 1, "raw": {"latencies": latencies, "server": server, "probes": probes,
+                                           "pixels": pixels, "began": began, "ended": ended}}
+
+
+def _part(args: tuple[Any, ...], ready: Any, out: Any) -> None:
+    """A client process: its share of the sessions, its calls started with the others' (`ready`, a barrier)."""
+    out.put(asyncio.run(_run(*args, ready=ready.wait)))
+
+
+def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Client processes' figures as one run's: their calls over the time from the first start to the last end."""
+    raw = [p["raw"] for p in parts]
+    latencies = [x for r in raw for x in r["latencies"]]
+    wall = max(r["ended"] for r in raw) - min(r["began"] for r in raw)
+    pixels = sum(r["pixels"] for r in raw)
+    first = parts[0]
+    return {**first, "sessions": sum(p["sessions"] for p in parts), "calls": sum(p["calls"] for p in parts),
+            "wall_s": round(wall, 3), "mp_per_s": round(pixels / wall / 1e6, 3),
+            "calls_per_s": round(len(latencies) / wall, 3), "p50_ms": round(percentile(latencies, 50) * 1e3, 2),
+            "p95_ms": round(percentile(latencies, 95) * 1e3, 2),
+            "server_p50_ms": round(percentile([x for r in raw for x in r["server"]], 50) * 1e3, 2),
+            "errors": sum(p["errors"] for p in parts),
+            "healthz_p95_ms": round(percentile([x for r in raw for x in r["probes"]], 95) * 1e3, 2),
+            "client_processes": len(parts)}
 
 
 def run(base_url: str, sessions: int, calls_per_session: int, delivery: str, fmt: str, *, side: int = 256,
-        decode: bool = False, scale: int = 4, tool: str = "super_resolution") -> dict[str, Any]:
+        decode: bool = False, scale: int = 4, tool: str = "super_resolution", processes: int = 1) -> dict[str, Any]:
     """`sessions` sessions at once, each making `calls_per_session` `super_resolution` calls (side x side crops,
     x`scale`) with `delivery` ("inline", "shm", "ref", "path") and `fmt` ("png", "jpeg", "webp"), against a server
     already running at `base_url` (with `shm_delivery` on for "shm"). `tool="zoom_in"`: the same output size
-    delivered by zoom_in (an upload of that size, cropped by a pixel), to measure delivery without the network."""
-    return asyncio.run(_run(base_url, sessions, calls_per_session, delivery, fmt, side, decode, scale, tool))
+    delivered by zoom_in (an upload of that size, cropped by a pixel), to measure delivery without the network.
+
+    `processes` > 1: the sessions are shared among that many client processes, which start their calls together,
+    so that one Python client parsing megabyte answers is not what limits a node (BENCHMARKS.md, "One node on the
+    GPU host"); the server's stage figures are then the first process's window's."""
+    shares = [n for n in (sessions // processes + (i < sessions % processes) for i in range(processes)) if n]
+    if len(shares) <= 1:
+        out = asyncio.run(_run(base_url, sessions, calls_per_session, delivery, fmt, side, decode, scale, tool))
+        del out["raw"]
+        return out
+    ctx = multiprocessing.get_context("spawn")
+    ready, results = ctx.Barrier(len(shares)), ctx.Queue()
+    firsts = [sum(shares[:i]) for i in range(len(shares))]
+    procs = [ctx.Process(target=_part, args=((base_url, n, calls_per_session, delivery, fmt, side, decode, scale,
+                                                tool, first), ready, results))
+             for n, first in zip(shares, firsts, strict=True)]
+    for proc in procs:
+        proc.start()
+    parts = sorted((results.get(timeout=1800) for _ in procs), key=lambda p: p["raw"]["began"])
+    for proc in procs:
+        proc.join()
+    out = _merged(parts)
+    del out["raw"]
+    return out
 
 
 def front_rate(side: int, levels: list[int], calls: int, device: str) -> dict[int, float]:
@@ -231,6 +283,8 @@ def main() -> None:
     parser.add_argument("--skip-front", action="store_true")
     parser.add_argument("--tool", default="super_resolution", choices=["super_resolution", "zoom_in"],
                         help="zoom_in: the same output size without the network (delivery alone)")
+    parser.add_argument("--client-processes", type=int, default=1,
+                        help="client processes sharing the sessions (a node: a quarter of its cores)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     import torch
@@ -250,7 +304,7 @@ def main() -> None:
             delivery, fmt = mode.split(":")
             for processes, server in list(servers.items())[:: 1 if k % 2 == 0 else -1]:
                 rows[processes].append(run(server.url, level, args.calls, delivery, fmt, side=side,
-                                           decode=args.decode, tool=args.tool))
+                                           decode=args.decode, tool=args.tool, processes=args.client_processes))
                 print(orjson.dumps({"encode_processes": processes, **rows[processes][-1]}).decode(), flush=True)
         report["servers"] = {f"encode_processes={p}": r for p, r in rows.items()}
     if not args.skip_front and args.tool == "super_resolution":

@@ -363,3 +363,21 @@ def test_tool_timeout_is_a_tool_level_failure_that_changes_nothing(settings):
         body = r.json()
         assert body["ok"] is False and body["error"]["code"] == "timeout" and "did not finish" in body["text"]
         assert [i["key"] for i in c.get(f"/v1/sessions/{sid}").json()["images"]] == ["original_image"]
+
+
+def test_the_sweep_gives_freed_memory_back_to_the_system(settings, monkeypatch):
+    """Every sweep returns what malloc holds free (`malloc_trim`): a node's worker that had archived released
+    sessions held 428 MB idle, 147 MB after one."""
+    from toolserver import allocator
+    from toolserver.core import facade
+
+    trims = []
+    monkeypatch.setattr(facade, "give_back_freed_memory", lambda: trims.append(1) or allocator.give_back_freed_memory())
+    settings.sweep_interval_s = 0.05
+    with TestClient(create_app(settings)) as c:
+        create(c)
+        deadline = time.monotonic() + 10
+        while len(trims) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert len(trims) >= 2
+    assert isinstance(allocator.give_back_freed_memory(), bool)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolserver import resample
+from toolserver.allocator import give_back_freed_memory
 from toolserver.batching import Transport
 from toolserver.config import Settings
 from toolserver.core.act import act, call_as_turn, carry_images_once
@@ -145,6 +146,7 @@ class Core:
                 await self._delivery.sweep_shm()
                 await self._close_workers_of_gone_sessions()
                 await self.ors.sweep()
+            await asyncio.to_thread(give_back_freed_memory)  # what bursts freed, not kept by malloc (allocator.py)
 
     async def readiness(self, *, draining: bool = False) -> Readiness:
         return await readiness(self.services, draining=draining)

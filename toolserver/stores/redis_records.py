@@ -117,23 +117,29 @@ class SessionRecords:
                 key: tuple[str, str], own: bool) -> Callable[[PixelBox], Image.Image | None]:
         """How a part of an entry's pixels is read without the whole: cut from this process's cached pixels, else
         read from the node's file (an upload's or a held image's), else cut from the part of its source that a
-        recipe without a resize (or an alias) stands for; None where none of these can (the caller loads it all)."""
+        recipe without a resize (or an alias) stands for; None where none of these can (the caller loads it all).
+
+        It holds the entry's source (an earlier entry, as `_remake` does), never the session map: a map whose entries
+        referred back to it would be a reference cycle, freed (with the pixels its entries loaded) only by a full
+        collection, which the pixels' size never triggers."""
+        session_id = session.id
+        source = session.by_key[rec["a"] if rec["a"] is not None else rec["p"]] if rec["s"] == DERIVED else None
 
         def region(box: PixelBox) -> Image.Image | None:
             cached = self.cache.peek(key, node=False)
             if cached is not None:
                 return cached.crop(box)
-            if rec["s"] == DERIVED:
+            if source is not None:
                 if rec["a"] is not None:
-                    return session.by_key[rec["a"]].region(box)
+                    return source.region(box)
                 if rec["z"]:
                     return None
                 x, y = rec["x"][0], rec["x"][1]
-                return session.by_key[rec["p"]].region((box[0] + x, box[1] + y, box[2] + x, box[3] + y))
+                return source.region((box[0] + x, box[1] + y, box[2] + x, box[3] + y))
             node = self.cache.node
             if node is None:
                 return None
-            return node.held_region(session.id, rec["b"], box) if rec["s"] == HELD else node.region(key, box)
+            return node.held_region(session_id, rec["b"], box) if rec["s"] == HELD else node.region(key, box)
 
         return region
 
