@@ -99,17 +99,17 @@ class NodePixels:
         photograph copies 3 MB, not 40), or None where the image is not here or the box is not inside it."""
         return self._read(self._path(key), box)
 
-    def put(self, key: tuple[str, str], image: Image.Image) -> bool:
+    def put(self, key: tuple[str, str], image: Image.Image) -> None:
         """Keep `image` for the node, unless it is kept already, its mode needs more than its pixels (a palette),
-        or the directory is full; never fails. Whether the node holds it now."""
+        or the directory is full; never fails."""
         if image.mode not in MODES or self.max_bytes <= 0:
-            return False
+            return
         path = self._path(key)
         if path.exists():
-            return True
+            return
         data = image.tobytes()
         if len(data) + HEADER.size > self.max_bytes:
-            return False
+            return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,7 +121,7 @@ class NodePixels:
             log.debug("node pixels not kept: %s", exc)
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            return False
+            return
         with self._lock:
             self._written += len(data) + HEADER.size
             measure = self._written >= self.max_bytes // 8
@@ -129,7 +129,6 @@ class NodePixels:
                 self._written = 0
         if measure:
             self._trim()
-        return True
 
     def hold(self, session_id: str, name: str, image: Image.Image) -> int | None:
         """Write `image` as the session's held image `name` (replacing any file of that name), not counted against

@@ -250,9 +250,8 @@ class DecodedCache:
         self.put(key, image, node=node)
         return image
 
-    def peek(self, key: tuple[str, str], *, node: bool = True, keep: bool = True) -> Image.Image | None:
-        """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read, and is kept in
-        this cache unless `keep` is False)."""
+    def peek(self, key: tuple[str, str], *, node: bool = True) -> Image.Image | None:
+        """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read)."""
         with self._lock:
             image = self._cache.get(key)
             if image is not None:
@@ -260,18 +259,15 @@ class DecodedCache:
                 return image
         if not node or self.node is None or (image := self.node.get(key)) is None:
             return None
-        if keep:
-            with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
-                self._cache[key] = image
+        with self._lock, contextlib.suppress(ValueError):  # larger than the whole cache: not kept
+            self._cache[key] = image
         return image
 
     def put(self, key: tuple[str, str], image: Image.Image, *, node: bool = True) -> None:
-        """Kept here, and copied into the node's memory (`node`). An image the node's memory takes is not kept here
-        too: a worker's later call reads its box from there (`NodePixels.region`) or copies the whole back."""
-        if node and self.node is not None and self.node.put(key, image):
-            return
         with self._lock, contextlib.suppress(ValueError):
             self._cache[key] = image
+        if node and self.node is not None:
+            self.node.put(key, image)
 
     def drop_session(self, session_id: str) -> None:
         with self._lock:
