@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toolserver.config import GiB, Settings
 from toolserver.node.services import ChildService, NodeChroma, NodeError, NodeRedis, die_with_parent
@@ -97,14 +98,8 @@ def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """The node's port. Shared: one listening socket every worker accepts on. With `reuse_port` the supervisor only
     holds the address (bound, not listening, so the kernel hands it no connection) and each worker listens on a
     socket of its own (`listener`)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    if not reuse_port:
-        sock.listen(2048)
+    sock = _bound(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port), reuse_port=reuse_port,
+                  listen=not reuse_port)
     sock.set_inheritable(True)
     return sock
 
@@ -116,12 +111,20 @@ def listener(held: socket.socket, reuse_port: bool) -> socket.socket:
     gives each connection to one worker's socket by a hash of its addresses, evenly."""
     if not reuse_port:
         return held
-    sock = socket.socket(held.family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind(held.getsockname())
-    sock.listen(2048)
+    sock = _bound(held.family, held.getsockname(), reuse_port=True, listen=True)
     held.close()
+    return sock
+
+
+def _bound(family: socket.AddressFamily, address: Any, *, reuse_port: bool, listen: bool) -> socket.socket:
+    """A TCP socket bound to `address` (IPv4's or IPv6's form), listening where `listen`."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    if listen:
+        sock.listen(2048)
     return sock
 
 

@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from toolserver.memorymap import PixelBox
+
 log = logging.getLogger("toolserver.store")
 MAGIC = b"TSPX"
 HEADER = struct.Struct("<4s8sII")  # magic, mode (ASCII, NUL-padded), width, height
@@ -70,7 +72,7 @@ class NodePixels:
         """The image under `key`, as a new Image of this process (one copy from the shared pages), or None."""
         return self._read(self._path(key))
 
-    def _read(self, path: Path, box: tuple[int, int, int, int] | None = None) -> Image.Image | None:
+    def _read(self, path: Path, box: PixelBox | None = None) -> Image.Image | None:
         try:
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 magic, raw_mode, width, height = HEADER.unpack_from(mm, 0)
@@ -94,7 +96,7 @@ class NodePixels:
             self.hits += 1
         return image
 
-    def region(self, key: tuple[str, str], box: tuple[int, int, int, int]) -> Image.Image | None:
+    def region(self, key: tuple[str, str], box: PixelBox) -> Image.Image | None:
         """`get(key).crop(box)`, reading only the box's bytes from the shared pages (a 1 MP crop of a 13 MP
         photograph copies 3 MB, not 40), or None where the image is not here or the box is not inside it."""
         return self._read(self._path(key), box)
@@ -169,7 +171,7 @@ class NodePixels:
         """The session's held image `name` (one copy), or None where it is gone (its session ended)."""
         return self._read(self.directory / "h" / _safe(session_id) / _safe(name))
 
-    def held_region(self, session_id: str, name: str, box: tuple[int, int, int, int]) -> Image.Image | None:
+    def held_region(self, session_id: str, name: str, box: PixelBox) -> Image.Image | None:
         """`held(...).crop(box)`, reading only the box's bytes, or None (gone, or the box is not inside it)."""
         return self._read(self.directory / "h" / _safe(session_id) / _safe(name), box)
 
@@ -212,7 +214,7 @@ class NodePixels:
         return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
 
 
-def _cut(mm: mmap.mmap, width: int, height: int, size: int, box: tuple[int, int, int, int]) -> bytes:
+def _cut(mm: mmap.mmap, width: int, height: int, size: int, box: PixelBox) -> bytes:
     """The rows of `box` from the pixels after the header, as one copy. The array over the mapping ends with this
     call, so that the mapping can be closed (a live export would refuse it)."""
     rows = np.frombuffer(mm, np.uint8, count=width * height * size, offset=HEADER.size).reshape(height, width * size)
