@@ -62,6 +62,7 @@ def serve_process(settings: Settings, sock: Any = None) -> int:
     from toolserver.api import create_app
     from toolserver.core.wiring import settle_process
     from toolserver.logs import logging_config
+    from toolserver.node.handoff import is_handoff
     from toolserver.plugins import PluginError
     from toolserver.sandbox.budget import SandboxBudgetError
     from toolserver.serving import DrainingServer
@@ -79,8 +80,9 @@ def serve_process(settings: Settings, sock: Any = None) -> int:
         # OpenEnv's WebSocket: messages up to twice its limit are read and answered (VALIDATION_ERROR); larger ones
         # are refused by the WebSocket layer itself (close code 1009) without being read.
         ws_max_size=2 * settings.openenv_max_message_bytes)
-    DrainingServer(config, app.state.gate, grace_s=settings.shutdown_grace_s).run(
-        sockets=None if sock is None else [sock])
+    handoff = sock if sock is not None and is_handoff(sock) else None
+    DrainingServer(config, app.state.gate, grace_s=settings.shutdown_grace_s, handoff=handoff).run(
+        sockets=None if sock is None or handoff is not None else [sock])
     return 0
 
 

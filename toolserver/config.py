@@ -92,10 +92,11 @@ class Settings(BaseSettings):
         "allows). Above one they share their sessions through a node-local store (docs/node.md)."))
     threads: int = Field(default_factory=lambda: max(2, os.cpu_count() or 2),
                          description="Threads for image work in each server process.")
-    node_listen: Literal["reuseport", "shared"] = Field(default="reuseport", description=(
-        "Several server processes: how they take connections. `reuseport`: each its own listening socket on the port "
-        "(SO_REUSEPORT), the kernel spreading connections evenly among them; `shared`: one socket they all accept "
-        "on, where a worker that wakes first may take most of a burst of connections (docs/node.md)."))
+    node_listen: Literal["balanced", "reuseport", "shared"] = Field(default="balanced", description=(
+        "Several server processes: how they take connections. `balanced`: the supervisor accepts each and hands it to "
+        "the worker with the fewest open; `reuseport`: each worker its own listening socket on the port "
+        "(SO_REUSEPORT), the kernel choosing by a hash of the connection's addresses; `shared`: one socket they all "
+        "accept on, where a worker that wakes first may take most of a burst of connections (docs/node.md)."))
     node_pixels_bytes: int = Field(default=2 * GiB, ge=0, description=(
         "Several server processes: decoded images kept once for the whole node in shared memory (0: off)."))
     node_dir: Path | None = Field(default=None, description=(

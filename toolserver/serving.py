@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import time
 from types import FrameType
 from typing import Any
@@ -21,15 +22,22 @@ from typing import Any
 import uvicorn
 
 from toolserver.middleware import DrainGate
+from toolserver.node.handoff import Intake
 
 log = logging.getLogger("toolserver")
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, gate: DrainGate, *, grace_s: float):
+    """`handoff`: a node worker's link to its supervisor, which hands it accepted connections (`node.handoff`)
+    instead of a listening socket."""
+
+    def __init__(self, config: uvicorn.Config, gate: DrainGate, *, grace_s: float,
+                 handoff: socket.socket | None = None):
         super().__init__(config)
         self.gate = gate
         self.grace_s = grace_s
+        self.intake: Intake | None = None
+        self.handoff = handoff
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.gate.draining:  # asked twice: stop now
@@ -39,8 +47,22 @@ class DrainingServer(uvicorn.Server):
         self.gate.close()
 
     async def startup(self, sockets: Any = None) -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, log_tasks)
-        await super().startup(sockets=sockets)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, log_tasks)
+        if self.handoff is None:
+            await super().startup(sockets=sockets)
+            return
+        await super().startup(sockets=[])  # no listener of its own: the supervisor hands it connections
+        if self.started:
+            config = self.config  # the protocol uvicorn makes for a connection it accepts (Server.startup)
+            self.intake = Intake(self.handoff, lambda: config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=loop))
+            self.intake.start(loop)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.intake is not None:
+            self.intake.stop()  # as uvicorn stops accepting: new connections go to the other workers
+        await super().shutdown(sockets=sockets)
 
     async def on_tick(self, counter: int) -> bool:
         gate = self.gate

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from toolserver.config import GiB, Settings
+from toolserver.node.handoff import Dispatcher
 from toolserver.node.services import ChildService, NodeChroma, NodeError, NodeRedis, die_with_parent
 
 log = logging.getLogger("toolserver.node")
@@ -90,27 +91,25 @@ def node_directory(want_bytes: int) -> Path:
     return Path(tempfile.mkdtemp(prefix="toolserver-node-", dir=base))  # 0700
 
 
-def reuseport(settings: Settings) -> bool:
-    return settings.node_listen == "reuseport" and hasattr(socket, "SO_REUSEPORT")
-
-
-def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
-    """The node's port. Shared: one listening socket every worker accepts on. With `reuse_port` the supervisor only
-    holds the address (bound, not listening, so the kernel hands it no connection) and each worker listens on a
-    socket of its own (`listener`)."""
+def bind(host: str, port: int, mode: str) -> socket.socket:
+    """The node's port. `balanced` and `shared`: one listening socket, which the supervisor accepts on (`balanced`:
+    it hands each connection to the worker with the fewest, `node.handoff`) or every worker does (`shared`). With
+    `reuseport` the supervisor only holds the address (bound, not listening, so the kernel hands it no connection)
+    and each worker listens on a socket of its own (`listener`)."""
+    reuse_port = mode == "reuseport" and hasattr(socket, "SO_REUSEPORT")
     sock = _bound(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port), reuse_port=reuse_port,
                   listen=not reuse_port)
-    sock.set_inheritable(True)
+    sock.set_inheritable(mode != "balanced")
     return sock
 
 
-def listener(held: socket.socket, reuse_port: bool) -> socket.socket:
-    """The socket a worker accepts on: the node's shared one, or one of its own on the same address. A shared socket
-    lets the worker that wakes first take a whole burst of connections (uvloop accepts until none is left: on 16
-    cores three workers took most of 128 sessions' connections while others idled); with SO_REUSEPORT the kernel
-    gives each connection to one worker's socket by a hash of its addresses, evenly."""
-    if not reuse_port:
-        return held
+def listener(held: socket.socket) -> socket.socket:
+    """A worker's own listening socket on the address the supervisor holds bound (`reuseport`): the kernel gives each
+    connection to one worker's socket by a hash of its addresses. On one shared socket, the worker that wakes first
+    takes a whole burst of connections (uvloop accepts until none is left: on 16 cores three workers took most of
+    128 sessions' connections while others idled)."""
+    if held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        return held  # shared
     sock = _bound(held.family, held.getsockname(), reuse_port=True, listen=True)
     held.close()
     return sock
@@ -146,6 +145,7 @@ class Supervisor:
     stopping: bool = False
     crashes: int = 0
     failed: str | None = None  # why the node stopped on its own
+    dispatcher: Dispatcher | None = None  # NODE_LISTEN=balanced: hands each connection to a worker
 
     def fail(self, why: str) -> None:
         if self.failed is None:
@@ -156,6 +156,7 @@ class Supervisor:
     def run(self, sock: socket.socket, worker_settings: Settings, on_tick: Callable[[], None] = lambda: None) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         share_before_fork()
+        self.dispatcher = Dispatcher(sock) if worker_settings.node_listen == "balanced" else None
         try:
             for index in range(self.n):
                 self._fork(index, sock, worker_settings)
@@ -164,8 +165,15 @@ class Supervisor:
                 self._reap(sock, worker_settings)
                 if not self.stopping:
                     on_tick()
-                time.sleep(0.1)
+                tick_ends = time.monotonic() + 0.1
+                while (left := tick_ends - time.monotonic()) > 0:  # hand out connections until the next tick
+                    if self.dispatcher is None:
+                        time.sleep(left)
+                    else:
+                        self.dispatcher.serve(left)
         finally:
+            if self.dispatcher is not None:
+                self.dispatcher.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return 1 if self.failed else 0
@@ -180,6 +188,7 @@ class Supervisor:
             log.info("node draining", extra={"signal": signal.Signals(sig).name})
 
     def _fork(self, index: int, sock: socket.socket, worker_settings: Settings) -> None:
+        link = self.dispatcher.link(index) if self.dispatcher is not None else None
         gc.freeze()  # what the supervisor holds now is never collected in the worker, so its pages stay shared
         pid = os.fork()
         if pid == 0:  # the worker
@@ -188,12 +197,19 @@ class Supervisor:
                 die_with_parent()
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, signal.SIG_DFL)
-                own = listener(sock, reuseport(worker_settings))
+                if self.dispatcher is not None and link is not None:  # connections come over its link
+                    for held in self.dispatcher.parent_ends():
+                        held.close()
+                    own = link
+                else:
+                    own = listener(sock)
                 code = self.serve_worker(worker_settings.model_copy(update={"worker_index": index}), own, index)
             except BaseException:
                 logging.getLogger("toolserver").exception("worker %d failed", index)
             finally:
                 os._exit(code)
+        if link is not None:
+            link.close()  # the worker's end, in the worker alone
         self.workers[index] = Worker(index, pid, time.monotonic())
 
     def _reap(self, sock: socket.socket, worker_settings: Settings) -> None:
@@ -208,6 +224,8 @@ class Supervisor:
             if worker is None:
                 continue
             del self.workers[worker.index]
+            if self.dispatcher is not None:
+                self.dispatcher.unlink(worker.index)
             if self.stopping:
                 continue
             early = time.monotonic() - worker.started < CRASH_WINDOW_S
@@ -294,7 +312,7 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
                     **({"model_hosts": ",".join(hosts.addresses)} if hosts else {})})
         if extra_services is not None:
             shared, tick, stop_extra = extra_services(shared)
-        sock = bind(settings.host, settings.port, reuse_port=reuseport(settings))
+        sock = bind(settings.host, settings.port, settings.node_listen)
         print(f"toolserver: {n} workers on http://{settings.host}:{sock.getsockname()[1]} (node directory "
               f"{directory})", file=sys.stderr, flush=True)
 

@@ -75,6 +75,8 @@ class NodeHeldImages:
 async def sweep_node(client: Any, meta_key: Callable[[str], str], cache: DecodedCache) -> int:
     """Drop the node's files (`cache.node`) of every session whose meta key is gone; how many sessions."""
     node = cache.node
+    if node is not None:  # an idle worker, too, lets go of the mappings of files other workers removed
+        await asyncio.to_thread(node.forget_removed)
     ids = sorted(await asyncio.to_thread(node.sessions)) if node is not None else []
     if not ids:
         return 0
