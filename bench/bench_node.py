@@ -146,33 +146,33 @@ def photos() -> list[str]:
     return [base64.b64encode(p.read_bytes()).decode() for p in names]
 
 
-def create_sessions(url: str, count: int, images: list[str]) -> list[str]:
-    """`count` sessions, a GRPO group of 8 per photograph, created by 16 threads."""
+def create_sessions(urls: list[str], count: int, images: list[str]) -> list[tuple[str, str]]:
+    """`count` sessions, a GRPO group of 8 per photograph, created by 16 threads; session i on `urls[i % len]`. Each
+    as (the server's URL, the session's id)."""
     from concurrent.futures import ThreadPoolExecutor
 
     body = {"output": {"format": "jpeg", "delivery": "ref"}}
 
-    def one(i: int) -> str:
+    def one(i: int) -> tuple[str, str]:
+        url = urls[i % len(urls)]
         with httpx.Client(base_url=url, timeout=300) as client:
             r = client.post("/v1/sessions", json={**body, "images": [{"data": images[(i // GROUP) % len(images)]}]})
             r.raise_for_status()
-            return str(r.json()["session_id"])
+            return url, str(r.json()["session_id"])
 
     with ThreadPoolExecutor(16) as pool:
         return list(pool.map(one, range(count)))
 
 
-def _client_process(url: str, sessions: list[str], calls: int, seed: int, start_at: float,
-                    out: Any) -> None:
+def _client_process(targets: list[tuple[str, str]], calls: int, seed: int, start_at: float, out: Any) -> None:
     """One load process: each of its sessions makes `calls` zoom_in calls in turn on a connection of its own."""
     from urllib.parse import urlsplit
 
     from bench.loadgen import RawConnection, answered_ok
 
-    where = urlsplit(url)
-
-    async def session_calls(sid: str, rng: random.Random, lat: list[float]) -> int:
+    async def session_calls(url: str, sid: str, rng: random.Random, lat: list[float]) -> int:
         errors = 0
+        where = urlsplit(url)
         connection = RawConnection(where.hostname or "127.0.0.1", where.port or 80)
         try:
             for _ in range(calls):
@@ -192,19 +192,32 @@ def _client_process(url: str, sessions: list[str], calls: int, seed: int, start_
         lat: list[float] = []
         await asyncio.sleep(max(0.0, start_at - time.time()))
         cpu = time.process_time()
-        errors = await asyncio.gather(*(session_calls(sid, rng, lat) for sid in sessions))
+        errors = await asyncio.gather(*(session_calls(url, sid, rng, lat) for url, sid in targets))
         return {"latencies": lat, "errors": sum(errors), "ended": time.time(), "cpu_s": time.process_time() - cpu}
 
     out.put(asyncio.run(run()))
 
 
-def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, images: list[str]) -> dict[str, Any]:
-    ids = create_sessions(server.url, sessions, images)
+def _cpu(fleet: list[NodeServer]) -> tuple[float, float]:
+    both = [server.cpu_seconds() for server in fleet]
+    return sum(c for c, _ in both), sum(r for _, r in both)
+
+
+def _memory(fleet: list[NodeServer]) -> tuple[tuple[int, int], int]:
+    both = [server.memory() for server in fleet]
+    return (sum(p for p, _ in both), sum(r for _, r in both)), sum(server.node_files() for server in fleet)
+
+
+def zoom_load(servers: NodeServer | list[NodeServer], sessions: int, calls: int, clients: int,
+              images: list[str]) -> dict[str, Any]:
+    """The zoom_in load on one server, or spread over several (independent processes: session i on the i-th)."""
+    fleet = servers if isinstance(servers, list) else [servers]
+    ids = create_sessions([server.url for server in fleet], sessions, images)
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     clients = max(1, min(clients, sessions))
     start_at = time.time() + 3.0  # every client process ready before the clock starts
-    procs = [ctx.Process(target=_client_process, args=(server.url, ids[i::clients], calls, i, start_at, queue))
+    procs = [ctx.Process(target=_client_process, args=(ids[i::clients], calls, i, start_at, queue))
              for i in range(clients)]
     for p in procs:
         p.start()
@@ -213,26 +226,26 @@ def zoom_load(server: NodeServer, sessions: int, calls: int, clients: int, image
 
     def sample() -> None:
         while not stop.wait(0.5):
-            (pss, rss), files = server.memory(), server.node_files()
+            (pss, rss), files = _memory(fleet)
             peak[:] = max(peak[0], pss), max(peak[1], rss), max(peak[2], files)
 
     sampler = threading.Thread(target=sample, daemon=True)
     time.sleep(max(0.0, start_at - time.time()))
-    cpu0, redis0 = server.cpu_seconds()
+    cpu0, redis0 = _cpu(fleet)
     sampler.start()
     results = [queue.get(timeout=1800) for _ in procs]
     wall = max(r["ended"] for r in results) - start_at
-    cpu, redis = (b - a for a, b in zip((cpu0, redis0), server.cpu_seconds(), strict=True))
+    cpu, redis = (b - a for a, b in zip((cpu0, redis0), _cpu(fleet), strict=True))
     stop.set()
     sampler.join()
-    (pss, rss), files = server.memory(), server.node_files()  # a load shorter than the sampler's period, once
+    (pss, rss), files = _memory(fleet)  # a load shorter than the sampler's period, once
     peak[:] = max(peak[0], pss), max(peak[1], rss), max(peak[2], files)
     for p in procs:
         p.join()
     lat = [x for r in results for x in r["latencies"]]
-    with httpx.Client(base_url=server.url, timeout=60) as client:
-        for sid in ids:
-            client.delete(f"/v1/sessions/{sid}")
+    with httpx.Client(timeout=60) as client:
+        for url, sid in ids:
+            client.delete(f"{url}/v1/sessions/{sid}")
     return {"sessions": sessions, "calls": len(lat), "errors": sum(r["errors"] for r in results),
             "calls_per_s": round(len(lat) / wall, 1), "p50_ms": round(1000 * percentile(lat, 50), 2),
             "p95_ms": round(1000 * percentile(lat, 95), 2), "cores_busy": round(cpu / wall, 2),
@@ -256,35 +269,53 @@ def profile(server: NodeServer, out: Path, seconds: int, clients: int, images: l
 
 
 def zoom_rows(workers: int, levels: list[int], calls: int, clients: int, scratch: Path,
-              profile_out: Path | None = None) -> dict[str, Any]:
+              profile_out: Path | None = None, independent: bool = True) -> dict[str, Any]:
+    """The zoom_in rows: N workers, one process, one process pinned to one core, and (`independent`, where taskset
+    is) N independent single-process servers each pinned to a core of its own, the sessions dealt among them: the
+    most N cores give this load with nothing shared (each decodes its sessions' photographs itself)."""
     images = photos()
     rows: dict[str, Any] = {}
     setups = [(f"{workers} workers", workers, None), ("1 process", 1, None), ("1 process on 1 core", 1, 0)]
     if workers == 1:
         setups = setups[1:]
+    elif independent:
+        setups.append((f"{workers} independent processes, a core each", workers, -1))
     for label, n, pin in setups:
         if pin is not None and shutil.which("taskset") is None:
             continue
-        server = NodeServer(n, scratch / label.replace(" ", "_"), pin)
+        where = scratch / label.replace(" ", "_").replace(",", "")
+        if pin == -1:  # started side by side: each waits for its own readiness
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(n) as pool:
+                fleet = list(pool.map(lambda i, w=where: NodeServer(1, w / str(i), i % available_cores()), range(n)))
+        else:
+            fleet = [NodeServer(n, where, pin)]
         try:
-            zoom_load(server, min(levels), 2, clients, images)  # warm: kernels, caches, connections
-            rows[label] = [zoom_load(server, s, calls, clients, images) for s in levels]
+            zoom_load(fleet, min(levels), 2, clients, images)  # warm: kernels, caches, connections
+            rows[label] = [zoom_load(fleet, s, calls, clients, images) for s in levels]
             print(json.dumps({label: rows[label]}), flush=True)
             if profile_out is not None and n == workers and pin is None:
-                profile(server, profile_out, 12, clients, images)
+                profile(fleet[0], profile_out, 12, clients, images)
         finally:
-            server.stop()
+            for server in fleet:
+                server.stop()
     return rows
 
 
 def ratios(rows: dict[str, Any], workers: int, levels: list[int]) -> dict[str, Any]:
     """What the acceptance reads: N workers against N x one pinned core, and against today's single process."""
     node, single, pinned = rows.get(f"{workers} workers"), rows.get("1 process"), rows.get("1 process on 1 core")
+    apart = rows.get(f"{workers} independent processes, a core each")
     out: dict[str, Any] = {}
     for i, s in enumerate(levels):
         row: dict[str, Any] = {}
         if node and pinned:
             row["vs_cores_x_pinned"] = round(node[i]["calls_per_s"] / (workers * pinned[i]["calls_per_s"]), 2)
+        if node and apart:
+            row["vs_independent_pinned"] = round(node[i]["calls_per_s"] / apart[i]["calls_per_s"], 2)
+            row["independent_vs_cores_x_pinned"] = round(
+                apart[i]["calls_per_s"] / (workers * pinned[i]["calls_per_s"]), 2) if pinned else None
         if node and single:
             row["vs_one_process"] = round(node[i]["calls_per_s"] / single[i]["calls_per_s"], 2)
             row["pss_vs_one_process"] = round(node[i]["peak_pss_mb"] / max(1, single[i]["peak_pss_mb"]), 2)
@@ -348,6 +379,8 @@ def main() -> None:
     parser.add_argument("--sr-calls", type=int, default=6)
     parser.add_argument("--sr-side", type=int, default=0, help="SR crop side (default: 256 on CUDA, else 48)")
     parser.add_argument("--skip-zoom", action="store_true", help="only the super-resolution rows")
+    parser.add_argument("--no-independent", action="store_true",
+                        help="without the row of N independent single-process servers, a core each")
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the N-worker node under load")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -361,7 +394,8 @@ def main() -> None:
         report: dict[str, Any] = {"cores": cores, "workers": workers, "client_processes": clients,
                                   "zoom_in": {}}
         if not args.skip_zoom:
-            report["zoom_in"] = zoom_rows(workers, args.sessions, args.calls, clients, scratch, args.profile)
+            report["zoom_in"] = zoom_rows(workers, args.sessions, args.calls, clients, scratch, args.profile,
+                                          not args.no_independent)
             report["zoom_in_ratios"] = ratios(report["zoom_in"], workers, args.sessions)
         if args.sr:
             side = args.sr_side or (256 if _has_cuda() else 48)

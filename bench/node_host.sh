@@ -58,11 +58,13 @@ torch.__version__, 'cuda', torch.cuda.is_available(), 'pillow', PIL.__version__,
         echo "$name: rc $? at $((SECONDS - start)) s"
     }
     # NODE_BENCH_ARGS: bench_node's options (default --sr; e.g. a rehearsal's smaller loads, or the zoom_in rows
-    # alone); NODE_HOST_STAGES: which stages run (default all three, in this order)
-    local stages=" ${NODE_HOST_STAGES:-node sr_http perception} "
+    # alone); NODE_HOST_STAGES: which stages run (default all four, in this order)
+    local stages=" ${NODE_HOST_STAGES:-node sr_front sr_http perception} "
     # shellcheck disable=SC2086
     [[ $stages == *" node "* ]] && stage node 90 python3 -m bench.bench_node --out "$out/node.json" \
         --profile "$out/profile.txt" ${NODE_BENCH_ARGS:---sr}
+    [[ $stages == *" sr_front "* ]] && stage sr_front 60 python3 -m bench.bench_sr_front --device cuda \
+        --json "$out/sr_front.json"
     [[ $stages == *" sr_http "* ]] && stage sr_http 100 python3 -m bench.bench_sr_http --side 256 --calls 6 \
         --encode-processes 0 auto --json "$out/sr_http.json"
     [[ $stages == *" perception "* ]] && stage perception 60 python3 -m bench.bench_perception_models \
