@@ -61,8 +61,10 @@ torch.__version__, 'cuda', torch.cuda.is_available(), 'pillow', PIL.__version__,
     # alone); NODE_HOST_STAGES: which stages run (default all four, in this order)
     local stages=" ${NODE_HOST_STAGES:-node sr_front sr_http perception} "
     # shellcheck disable=SC2086
+    local profile=(--profile "$out/profile.txt")  # NODE_PROFILE=0: no py-spy profile of the node (saves ~20 s)
+    [[ ${NODE_PROFILE:-1} == 0 ]] && profile=()
     [[ $stages == *" node "* ]] && stage node 90 python3 -m bench.bench_node --out "$out/node.json" \
-        --profile "$out/profile.txt" ${NODE_BENCH_ARGS:---sr}
+        "${profile[@]}" ${NODE_BENCH_ARGS:---sr}
     [[ $stages == *" sr_front "* ]] && stage sr_front 60 python3 -m bench.bench_sr_front --device cuda \
         --json "$out/sr_front.json"
     [[ $stages == *" sr_http "* ]] && stage sr_http 100 python3 -m bench.bench_sr_http --side 256 --calls 6 \
