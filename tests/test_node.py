@@ -131,6 +131,29 @@ def test_the_dispatcher_hands_each_connection_to_the_worker_with_the_fewest():
         dispatcher.close()
 
 
+@pytest.mark.parametrize("mode", ["balanced", "shared", "reuseport"])
+def test_the_port_is_held_for_each_way_of_taking_connections(mode):
+    import socket
+
+    from toolserver.node.supervisor import bind, listener
+
+    held = bind("127.0.0.1", 0, mode)
+    port = held.getsockname()[1]
+    try:
+        listening = held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        assert bool(listening) is (mode != "reuseport")  # reuseport: bound, so the kernel queues nothing to it
+        assert held.get_inheritable() is (mode != "balanced")  # balanced: the workers never see the port
+        if mode != "balanced":
+            own = listener(held)  # what a worker accepts on
+            try:
+                assert own.getsockname()[1] == port and own.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+                assert (own is held) is (mode == "shared")
+            finally:
+                own.close()
+    finally:
+        held.close()
+
+
 # -- planning --------------------------------------------------------------------------------------------
 def test_auto_settles_for_one_process_without_a_store_and_an_explicit_count_refuses(monkeypatch):
     from toolserver.node import supervisor
