@@ -19,139 +19,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from PIL import Image
 
 from tests.conftest import PHOTOS, free_port
 from toolserver.client import Client
 from toolserver.config import Settings
 from toolserver.models import ImageInput
 from toolserver.node import NodeError, plan_workers
-from toolserver.stores.node_pixels import NodePixels
 
 BRIDGE = PHOTOS / "Bridge_by_Sander_Klootwijk.jpg"
 needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
                                  reason="redis-server is not installed (apt-get install redis-server)")
-
-
-# -- the node's shared decoded images -------------------------------------------------------------------
-@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "I;16", "F"])
-def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode):
-    pixels = NodePixels(tmp_path / "px", 1 << 30)
-    image = Image.open(BRIDGE).convert("RGB").resize((97, 61)).convert(mode)
-    pixels.put(("content:abc", ""), image)
-    again = NodePixels(tmp_path / "px", 1 << 30).get(("content:abc", ""))  # as another process would read it
-    assert again is not None and again is not image
-    assert again.mode == image.mode and again.size == image.size and again.tobytes() == image.tobytes()
-
-
-def test_node_pixels_skip_palettes_miss_cleanly_and_drop_a_session(tmp_path):
-    pixels = NodePixels(tmp_path / "px", 1 << 30)
-    pixels.put(("s1", "img_1"), Image.new("P", (8, 8)))  # a palette needs more than its pixels: not kept
-    assert pixels.get(("s1", "img_1")) is None
-    pixels.put(("s1", "img_2"), Image.new("RGB", (8, 8), (1, 2, 3)))
-    pixels.put(("weird/../id", "x y"), Image.new("RGB", (4, 4)))  # any key is a safe file name
-    assert pixels.get(("s1", "img_2")).getpixel((0, 0)) == (1, 2, 3)
-    pixels.drop_session("s1")
-    assert pixels.get(("s1", "img_2")) is None
-    assert pixels.get(("weird/../id", "x y")) is not None
-    (tmp_path / "px" / "c" / "broken").write_bytes(b"not an image")
-    assert pixels.get(("content:broken", "")) is None
-    assert all(p.resolve().is_relative_to((tmp_path / "px").resolve()) for p in (tmp_path / "px").rglob("*"))
-
-
-def test_node_pixels_keep_their_mappings_and_let_go_of_removed_files(tmp_path):
-    """Reads map a file once and keep the mapping (a mapping per read faulted in every page it touched); a file
-    removed or replaced is never read through its old mapping, and its mapping is let go (its memory with it)."""
-    pixels = NodePixels(tmp_path / "px", 1 << 30)
-    pixels.put(("s1", "img"), Image.new("RGB", (64, 48), (9, 8, 7)))
-    pixels.put(("s2", "img"), Image.new("RGB", (64, 48), (1, 1, 1)))
-    for _ in range(3):
-        assert pixels.region(("s1", "img"), (5, 6, 20, 30)).getpixel((0, 0)) == (9, 8, 7)
-    assert pixels.get(("s2", "img")) is not None and len(pixels._maps) == 2  # one mapping a file, however many reads
-    path = pixels._path(("s1", "img"))
-    replaced = NodePixels(tmp_path / "px", 1 << 30)  # another process replaces the file (a new inode)
-    path.unlink()
-    replaced.put(("s1", "img"), Image.new("RGB", (64, 48), (200, 100, 50)))
-    assert pixels.region(("s1", "img"), (5, 6, 20, 30)).getpixel((0, 0)) == (200, 100, 50)
-    replaced.drop_session("s2")  # removed by another process: this one's next prune lets its mapping go
-    assert pixels.get(("s2", "img")) is None
-    pixels.forget_removed()
-    assert len(pixels._maps) == 1
-
-
-def test_node_pixels_keep_to_their_budget_oldest_first(tmp_path):
-    one = 64 * 64 * 3 + 24
-    pixels = NodePixels(tmp_path / "px", 8 * one)
-    for i in range(20):
-        pixels.put((f"content:{i}", ""), Image.new("RGB", (64, 64), (i, i, i)))
-        os.utime(pixels._path((f"content:{i}", "")), (i, i))  # written in this order, to the second
-    assert pixels.nbytes() <= 8 * one
-    assert pixels.get(("content:19", "")) is not None and pixels.get(("content:0", "")) is None
-
-
-# -- connections, handed to the worker with the fewest ------------------------------------------------------
-def test_the_dispatcher_hands_each_connection_to_the_worker_with_the_fewest():
-    import socket
-
-    from toolserver.node.handoff import Dispatcher
-
-    listening = socket.create_server(("127.0.0.1", 0))
-    dispatcher = Dispatcher(listening)
-    links = {i: dispatcher.link(i) for i in range(3)}
-    clients: list[socket.socket] = []
-
-    def connect(n: int) -> dict[int, int]:
-        clients.extend(socket.create_connection(listening.getsockname(), timeout=10) for _ in range(n))
-        got = dict.fromkeys(links, 0)
-        deadline = time.monotonic() + 10
-        while sum(got.values()) < n and time.monotonic() < deadline:
-            dispatcher.serve(0.05)
-            for i, link in links.items():
-                if link.fileno() < 0:
-                    continue
-                link.setblocking(False)
-                with contextlib.suppress(BlockingIOError):
-                    while True:
-                        _, fds, _, _ = socket.recv_fds(link, 16, 8)
-                        got[i] += len(fds)
-                        for fd in fds:
-                            os.close(fd)
-        return got
-
-    try:
-        assert connect(9) == {0: 3, 1: 3, 2: 3}
-        links[1].send(bytes([2]))  # worker 1: two of its connections closed
-        assert connect(2) == {0: 0, 1: 2, 2: 0}
-        links[2].close()  # worker 2 exits: nothing more goes to it
-        assert connect(4) == {0: 2, 1: 2, 2: 0}
-        assert sorted(dispatcher.links) == [0, 1]
-    finally:
-        for sock in (*clients, *links.values(), listening):
-            sock.close()
-        dispatcher.close()
-
-
-@pytest.mark.parametrize("mode", ["balanced", "shared", "reuseport"])
-def test_the_port_is_held_for_each_way_of_taking_connections(mode):
-    import socket
-
-    from toolserver.node.supervisor import bind, listener
-
-    held = bind("127.0.0.1", 0, mode)
-    port = held.getsockname()[1]
-    try:
-        listening = held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
-        assert bool(listening) is (mode != "reuseport")  # reuseport: bound, so the kernel queues nothing to it
-        assert held.get_inheritable() is (mode != "balanced")  # balanced: the workers never see the port
-        if mode != "balanced":
-            own = listener(held)  # what a worker accepts on
-            try:
-                assert own.getsockname()[1] == port and own.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
-                assert (own is held) is (mode == "shared")
-            finally:
-                own.close()
-    finally:
-        held.close()
 
 
 # -- planning --------------------------------------------------------------------------------------------
