@@ -102,11 +102,15 @@ def test_the_dispatcher_hands_each_connection_to_the_worker_with_the_fewest():
         return got
 
     try:
-        assert connect(9) == {0: 3, 1: 3, 2: 3}
+        assert connect(9) == {0: 3, 1: 3, 2: 3}  # none ready yet (the node's start): all of them take their share
+        links[0].send(b"ready")  # worker 0's app is up, the others still start: only it takes connections
+        assert connect(3) == {0: 3, 1: 0, 2: 0}
+        links[1].send(b"ready")
+        links[2].send(b"ready")
         links[1].send(bytes([2]))  # worker 1: two of its connections closed
-        assert connect(2) == {0: 0, 1: 2, 2: 0}
+        assert connect(2) == {0: 0, 1: 2, 2: 0}  # 6, 1 and 3 open: worker 1 takes both
         links[2].close()  # worker 2 exits: nothing more goes to it
-        assert connect(4) == {0: 2, 1: 2, 2: 0}
+        assert connect(3) == {0: 0, 1: 3, 2: 0}  # 6 and 3 open
         assert sorted(dispatcher.links) == [0, 1]
     finally:
         for sock in (*clients, *links.values(), listening):

@@ -24,6 +24,7 @@ from typing import Any
 
 log = logging.getLogger("toolserver.node")
 ACCEPTS_PER_WAKE = 256  # then the links are read too, so that closes are counted between bursts
+READY = b"ready"  # a worker's first message: it takes connections now (a close is told in one byte: how many)
 
 
 def is_handoff(sock: socket.socket) -> bool:
@@ -41,6 +42,7 @@ class Dispatcher:
         self.selector.register(listening, selectors.EVENT_READ, None)
         self.links: dict[int, socket.socket] = {}
         self.open: dict[int, int] = {}  # worker index -> its connections not yet closed
+        self.ready: set[int] = set()  # workers whose event loop takes connections
         self.turn = 0
 
     def link(self, index: int) -> socket.socket:
@@ -56,6 +58,7 @@ class Dispatcher:
         """Worker `index` is gone: nothing more is handed to it (what its link held is closed with it)."""
         ours = self.links.pop(index, None)
         self.open.pop(index, None)
+        self.ready.discard(index)
         if ours is not None:
             self.selector.unregister(ours)
             ours.close()
@@ -86,11 +89,14 @@ class Dispatcher:
                 self._hand(conn)
 
     def _hand(self, conn: socket.socket) -> None:
-        """Send `conn` to the live worker with the fewest open connections (ties in turn); one whose link is full
-        or gone is passed over. With no worker to take it, it is closed: the client sees a reset and retries."""
+        """Send `conn` to the ready worker with the fewest open connections (ties in turn); one whose link is full
+        or gone is passed over. A worker still starting (forked again after a death) is handed none while another
+        is ready: it has the fewest, and would hold every new connection until its app is up. With no worker to
+        take it, it is closed: the client sees a reset and retries."""
         n = max(1, len(self.links))
         self.turn += 1
-        for index in sorted(self.links, key=lambda i: (self.open[i], (i - self.turn) % n)):
+        ready = [i for i in self.links if i in self.ready] or list(self.links)  # at the node's start: all queue
+        for index in sorted(ready, key=lambda i: (self.open[i], (i - self.turn) % n)):
             try:
                 socket.send_fds(self.links[index], [b"c"], [conn.fileno()])
             except (BlockingIOError, InterruptedError):
@@ -113,6 +119,9 @@ class Dispatcher:
             if not message:  # the worker closed its end (shutting down, or dead): hand it nothing more
                 self.unlink(index)
                 return
+            if message == READY:
+                self.ready.add(index)
+                continue
             self.open[index] = max(0, self.open[index] - message[0])
 
     def close(self) -> None:
@@ -136,6 +145,8 @@ class Intake:
         self.loop = loop
         self.link.setblocking(False)
         loop.add_reader(self.link.fileno(), self._receive)
+        with contextlib.suppress(OSError):  # the supervisor is gone: the reader sees the link close
+            self.link.send(READY)
 
     def stop(self) -> None:
         """Take no more connections: the supervisor sees the link close and hands this worker nothing more."""
