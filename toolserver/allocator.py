@@ -16,6 +16,7 @@ Written by hand: each call is one line of `ctypes`, and no maintained library wr
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from typing import Any
 
@@ -23,7 +24,9 @@ MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's malloc.h
 
 
+@functools.cache
 def _libc() -> Any:
+    """The C library, once (each sweep trims through it), or None where it has no glibc malloc."""
     try:
         libc = ctypes.CDLL(None)
         return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None

@@ -1,9 +1,9 @@
 """One node, all of it: `toolserver serve --workers N` runs N server processes behind one port.
 
 One Python process is bound by its GIL and its event loop long before the node is (about 380 `zoom_in` calls/s
-on a 16-core host, whatever the cores). The supervisor here binds the port once and forks N workers that all
-accept on it; the kernel hands each new connection to one of them. What a single process kept to itself is put
-where every worker reaches it:
+on a 16-core host, whatever the cores). The supervisor here binds the port once, forks N workers, and hands each
+new connection to the worker with the fewest open ones (`node.handoff`; `NODE_LISTEN` names the other ways). What a
+single process kept to itself is put where every worker reaches it:
 
 - **sessions** in a node-local Redis the supervisor starts on a unix socket in the node's private directory
   (no TCP port, no persistence), unless `SESSION_STORE=redis` already names one (Redis stays the multi-node
