@@ -88,65 +88,72 @@ class SessionRecords:
         # of the session: cached under its session, never copied into the node's cache.
         own = kind in (HELD, DERIVED)
         key = (session_id, blob) if own else pixels_key(session_id, blob, rec.get("c"))
-        make: Callable[[], Image.Image]
-        if kind == DERIVED:
-            make = _remake(session, rec)
-        elif kind == HELD:
-            make = lambda: self.held_pixels(session_id, blob)  # noqa: E731
-        else:
-            make = lambda: self._decode(session_id, blob)  # noqa: E731
-        load: Callable[[], Image.Image] = lambda: self.cache.get(key, make, node=not own)  # noqa: E731
+        source = session.by_key[rec["a"] if rec["a"] is not None else rec["p"]] if kind == DERIVED else None
+        loader = _Loader(self, session_id, rec, key, own, source)
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
-                           load_pixels=load, load_region=self._region(session, rec, key, own),
-                           load_source=(lambda: self._fetch(session_id, blob)) if rec["o"] == "input" else None)
+                           load_pixels=loader.pixels, load_region=loader.region,
+                           load_source=loader.source_bytes if rec["o"] == "input" else None)
         entry.blob_key = blob
         entry.blob_format = kind
         entry.depth = rec.get("n", 0)
         return entry
 
-
     def decoded_input(self, content: str) -> Image.Image | None:
         """An upload's pixels by content: this process's cache, else the node's copy (kept in the cache)."""
         return self.cache.peek(pixels_key("", "", content))
 
-    def _region(self, session: SessionMap, rec: dict[str, Any],
-                key: tuple[str, str], own: bool) -> Callable[[PixelBox], Image.Image | None]:
-        """How a part of an entry's pixels is read without the whole: cut from this process's cached pixels, else
-        read from the node's file (an upload's or a held image's), else cut from the part of its source that a
-        recipe without a resize (or an alias) stands for; None where none of these can (the caller loads it all).
 
-        It holds the entry's source (an earlier entry, as `_remake` does), never the session map: a map whose entries
-        referred back to it would be a reference cycle, freed (with the pixels its entries loaded) only by a full
-        collection, which the pixels' size never triggers."""
-        session_id = session.id
-        source = session.by_key[rec["a"] if rec["a"] is not None else rec["p"]] if rec["s"] == DERIVED else None
+class _Loader:
+    """How one entry read from Redis gets its pixels, a part of them, and its upload's bytes. One object an entry
+    (the map is built again from its records at every call: it was four closures and a `Derivation` an image).
 
-        def region(box: PixelBox) -> Image.Image | None:
-            cached = self.cache.peek(key, node=False)
-            if cached is not None:
-                return cached.crop(box)
-            if source is not None:
-                if rec["a"] is not None:
-                    return source.region(box)
-                if rec["z"]:
-                    return None
-                x, y = rec["x"][0], rec["x"][1]
-                return source.region((box[0] + x, box[1] + y, box[2] + x, box[3] + y))
-            node = self.cache.node
-            if node is None:
+    It holds the entry's source (an earlier entry: the image a recipe is cut from, or an alias's), never the session
+    map: a map whose entries referred back to it would be a reference cycle, freed (with the pixels its entries
+    loaded) only by a full collection, which the pixels' size never triggers."""
+
+    __slots__ = ("key", "own", "rec", "session_id", "source", "store")
+
+    def __init__(self, store: SessionRecords, session_id: str, rec: dict[str, Any], key: tuple[str, str], own: bool,
+                 source: ImageEntry | None):
+        self.store, self.session_id, self.rec, self.key, self.own, self.source = (
+            store, session_id, rec, key, own, source)
+
+    def pixels(self) -> Image.Image:
+        """Through the process's decoded cache (an upload's also through the node's copy)."""
+        return self.store.cache.get(self.key, self._make, node=not self.own)
+
+    def _make(self) -> Image.Image:
+        rec, kind = self.rec, self.rec["s"]
+        if kind == DERIVED:  # a recipe: remade from its source (an alias: its source's pixels)
+            assert self.source is not None
+            if rec["a"] is not None:
+                return self.source.pixels
+            return Derivation(self.source, tuple(rec["x"]), tuple(rec["z"]) if rec["z"] else None).cut()
+        if kind == HELD:
+            return self.store.held_pixels(self.session_id, rec["b"])
+        return self.store._decode(self.session_id, rec["b"])
+
+    def source_bytes(self) -> bytes:
+        return self.store._fetch(self.session_id, self.rec["b"])
+
+    def region(self, box: PixelBox) -> Image.Image | None:
+        """A part of the pixels without the whole: cut from this process's cached pixels, else read from the node's
+        file (an upload's or a held image's), else cut from the part of its source that a recipe without a resize
+        (or an alias) stands for; None where none of these can (the caller loads it all)."""
+        cache, rec, source = self.store.cache, self.rec, self.source
+        cached = cache.peek(self.key, node=False)
+        if cached is not None:
+            return cached.crop(box)
+        if source is not None:
+            if rec["a"] is not None:
+                return source.region(box)
+            if rec["z"]:
                 return None
-            return node.held_region(session_id, rec["b"], box) if rec["s"] == HELD else node.region(key, box)
-
-        return region
-
-
-def _remake(session: SessionMap, rec: dict[str, Any]) -> Callable[[], Image.Image]:
-    """How a recipe's image (`DERIVED`) is remade: from its source, an earlier image of the session (an alias of one
-    from the image it stands for)."""
-    if rec["a"] is not None:
-        alias_of = session.by_key[rec["a"]]
-        return lambda: alias_of.pixels
-    derivation = Derivation(session.by_key[rec["p"]], tuple(rec["x"]), tuple(rec["z"]) if rec["z"] else None)
-    return derivation.cut
+            x, y = rec["x"][0], rec["x"][1]
+            return source.region((box[0] + x, box[1] + y, box[2] + x, box[3] + y))
+        node = cache.node
+        if node is None:
+            return None
+        return node.held_region(self.session_id, rec["b"], box) if rec["s"] == HELD else node.region(self.key, box)
