@@ -139,3 +139,77 @@ def test_the_port_is_held_for_each_way_of_taking_connections(mode):
                 own.close()
     finally:
         held.close()
+
+
+def test_a_handed_connection_reports_its_close_plain_or_upgraded_to_a_websocket():
+    """A worker adopts the connections its link brings into uvicorn (the real server and protocols) and reports
+    each close once, a WebSocket's too (the upgrade hands the connection to another protocol)."""
+    import asyncio
+    import socket
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route, WebSocketRoute
+
+    from toolserver.middleware import DrainGate
+    from toolserver.serving import DrainingServer
+
+    async def hello(_request):
+        return PlainTextResponse("hi")
+
+    async def hold(websocket):
+        await websocket.accept()
+        await websocket.receive()  # until the client goes
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = DrainingServer(uvicorn.Config(Starlette(routes=[Route("/", hello), WebSocketRoute("/ws", hold)]),
+                                           lifespan="off", log_level="warning"), DrainGate(), grace_s=1,
+                            handoff=theirs)
+    listening = socket.create_server(("127.0.0.1", 0))
+
+    def handed() -> socket.socket:
+        client = socket.create_connection(listening.getsockname(), timeout=10)
+        conn, _ = listening.accept()
+        socket.send_fds(ours, [b"c"], [conn.fileno()])
+        conn.close()
+        return client
+
+    def answer(client: socket.socket) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += client.recv(4096)
+        return data
+
+    def told() -> list[bytes]:
+        ours.settimeout(10)
+        return [ours.recv(16)]
+
+    def client_side() -> list[bytes]:
+        messages = told()  # the worker is up
+        plain = handed()
+        plain.sendall(b"GET / HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n")
+        assert answer(plain).startswith(b"HTTP/1.1 200")
+        plain.close()
+        messages += told()
+        upgraded = handed()
+        upgraded.sendall(b"GET /ws HTTP/1.1\r\nHost: node\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                         b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        assert answer(upgraded).startswith(b"HTTP/1.1 101")
+        upgraded.close()
+        messages += told()
+        return messages
+
+    async def main() -> list[bytes]:
+        serving = asyncio.create_task(server.serve(sockets=[]))
+        try:
+            return await asyncio.to_thread(client_side)
+        finally:
+            server.should_exit = True
+            await serving
+
+    try:
+        assert asyncio.run(main()) == [b"ready", bytes([1]), bytes([1])]
+    finally:
+        listening.close()
+        ours.close()

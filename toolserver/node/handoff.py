@@ -182,7 +182,16 @@ class Intake:
             self._tell_closed()
 
     def _counted(self) -> asyncio.Protocol:
-        protocol = self.protocol()
+        """The HTTP protocol, told to report its connection's close. A WebSocket upgrade hands the connection to a
+        new protocol (uvicorn's `ws_protocol_class`, an attribute of each HTTP protocol) and the HTTP one never
+        sees the close, so the WebSocket protocol it makes reports it instead."""
+        protocol = self._reporting(self.protocol())
+        upgrade = getattr(protocol, "ws_protocol_class", None)
+        if upgrade is not None:
+            protocol.ws_protocol_class = lambda *a, **k: self._reporting(upgrade(*a, **k))  # type: ignore[attr-defined]
+        return protocol
+
+    def _reporting(self, protocol: asyncio.Protocol) -> asyncio.Protocol:
         lost = protocol.connection_lost
 
         def connection_lost(exc: Exception | None) -> None:
