@@ -11,20 +11,32 @@ import pytest
 from PIL import Image
 
 from tests.conftest import PHOTOS
-from toolserver.stores.node_pixels import NodePixels
+from toolserver.stores.node_pixels import HEADER, NodePixels
 
 BRIDGE = PHOTOS / "Bridge_by_Sander_Klootwijk.jpg"
 
 
 # -- the node's shared decoded images -------------------------------------------------------------------
-@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "I;16", "F"])
-def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode):
+@pytest.mark.parametrize(("mode", "pixel_bytes"), [("RGB", 4), ("RGBA", 4), ("L", 1), ("LA", 2), ("I;16", 2),
+                                                   ("F", 4), ("CMYK", 4), ("1", None)])
+def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode, pixel_bytes):
+    """The whole image and any box of it, as another process reads them; RGB is kept as RGBX (Pillow's own layout,
+    four bytes a pixel, so that a box's rows are plain copies)."""
     pixels = NodePixels(tmp_path / "px", 1 << 30)
     image = Image.open(BRIDGE).convert("RGB").resize((97, 61)).convert(mode)
     pixels.put(("content:abc", ""), image)
-    again = NodePixels(tmp_path / "px", 1 << 30).get(("content:abc", ""))  # as another process would read it
+    other = NodePixels(tmp_path / "px", 1 << 30)  # as another process would read it
+    again = other.get(("content:abc", ""))
     assert again is not None and again is not image
     assert again.mode == image.mode and again.size == image.size and again.tobytes() == image.tobytes()
+    if pixel_bytes is None:  # bits packed eight a byte: no box is cut from its rows
+        assert other.region(("content:abc", ""), (1, 2, 30, 40)) is None
+        return
+    assert other._path(("content:abc", "")).stat().st_size == HEADER.size + 97 * 61 * pixel_bytes
+    for box in [(0, 0, 97, 61), (13, 7, 58, 60), (96, 60, 97, 61), (0, 30, 1, 31)]:
+        cut = other.region(("content:abc", ""), box)
+        assert cut is not None and cut.mode == mode and cut.tobytes() == image.crop(box).tobytes(), box
+    assert other.region(("content:abc", ""), (10, 10, 98, 20)) is None  # not inside the image
 
 
 def test_node_pixels_skip_palettes_miss_cleanly_and_drop_a_session(tmp_path):
@@ -63,7 +75,7 @@ def test_node_pixels_keep_their_mappings_and_let_go_of_removed_files(tmp_path):
 
 
 def test_node_pixels_keep_to_their_budget_oldest_first(tmp_path):
-    one = 64 * 64 * 3 + 24
+    one = 64 * 64 * 4 + HEADER.size  # RGB, kept as RGBX
     pixels = NodePixels(tmp_path / "px", 8 * one)
     for i in range(20):
         pixels.put((f"content:{i}", ""), Image.new("RGB", (64, 64), (i, i, i)))

@@ -18,7 +18,10 @@ trimmed to the budget. `h/<session>/<name>` holds the tool images of a session w
 (`hold`): there the file is the image's one stored copy (Redis keeps only its record), so it is never trimmed and
 goes only with its session (released, or found expired by the store's sweep). Such a file is written in place under a
 new name that no reader knows until the call that wrote it commits. Each file is a
-24-byte header (magic, mode, width, height) then the pixels as `Image.tobytes()` writes them. A file is written
+20-byte header (magic, layout, width, height) then the pixels in that layout: `Image.tobytes()`'s, except that an
+RGB image is written as RGBX, four bytes a pixel, Pillow's own layout in memory: a box is then read back row by row
+with a plain copy (a 1 MP box of a 13 MP photograph: 0.19 ms against 0.43 ms from three bytes a pixel), for a third
+more shared memory. A file is written
 to a temporary name and renamed, so a reader never sees half an image; readers may race an eviction, which is a
 miss. The byte budget is kept by the writer that passes it: the least recently written files go first.
 """
@@ -43,10 +46,12 @@ from toolserver.memorymap import PixelBox
 
 log = logging.getLogger("toolserver.store")
 MAGIC = b"TSPX"
-HEADER = struct.Struct("<4s8sII")  # magic, mode (ASCII, NUL-padded), width, height
+HEADER = struct.Struct("<4s8sII")  # magic, layout (ASCII, NUL-padded), width, height
 MODES = frozenset({"1", "L", "LA", "RGB", "RGBA", "I", "F", "I;16", "CMYK", "YCbCr"})  # pixels alone say it all
-# Bytes a pixel takes in `tobytes()`'s layout, for the modes whose rows can be cut by byte ("1" packs bits)
-PIXEL_BYTES = {"L": 1, "LA": 2, "I;16": 2, "RGB": 3, "YCbCr": 3, "RGBA": 4, "CMYK": 4, "I": 4, "F": 4}
+LAYOUT = {"RGB": "RGBX"}  # a mode written in another raw layout than `tobytes()`'s (the default: the mode's own)
+MODE_OF = {layout: mode for mode, layout in LAYOUT.items()}
+# Bytes a pixel takes in each layout, for those whose rows can be cut by byte ("1" packs bits)
+PIXEL_BYTES = {"L": 1, "LA": 2, "I;16": 2, "RGB": 3, "YCbCr": 3, "RGBX": 4, "RGBA": 4, "CMYK": 4, "I": 4, "F": 4}
 
 
 class NodePixels:
@@ -77,22 +82,22 @@ class NodePixels:
     def _read(self, path: Path, box: PixelBox | None = None) -> Image.Image | None:
         try:
             mm = self._maps.get(path)
-            magic, raw_mode, width, height = HEADER.unpack_from(mm, 0)
+            magic, raw, width, height = HEADER.unpack_from(mm, 0)
             if magic != MAGIC:
                 return None
-            mode = raw_mode.rstrip(b"\0").decode()
+            layout = raw.rstrip(b"\0").decode()
+            mode = MODE_OF.get(layout, layout)
             with memoryview(mm) as view:
                 if box is None:
-                    image = Image.frombytes(mode, (width, height), view[HEADER.size:])
+                    image = _unpacked(mode, (width, height), view[HEADER.size:], (layout, 0))
                 else:
                     left, top, right, bottom = box
-                    size = PIXEL_BYTES.get(mode, 0)
+                    size = PIXEL_BYTES.get(layout, 0)
                     if not size or not (0 <= left < right <= width and 0 <= top < bottom <= height):
                         return None
                     # The box's rows straight from the mapping: the raw decoder steps a whole row (`stride`) each time
                     start = HEADER.size + (top * width + left) * size
-                    image = Image.frombytes(mode, (right - left, bottom - top), view[start:], "raw",
-                                            (mode, width * size))
+                    image = _unpacked(mode, (right - left, bottom - top), view[start:], (layout, width * size))
         except (FileNotFoundError, ValueError, struct.error, OSError):
             with self._lock:
                 self.misses += 1
@@ -114,14 +119,15 @@ class NodePixels:
         path = self._path(key)
         if path.exists():
             return
-        data = image.tobytes()
+        layout = LAYOUT.get(image.mode, image.mode)
+        data = image.tobytes("raw", layout)
         if len(data) + HEADER.size > self.max_bytes:
             return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as f:
-                f.write(HEADER.pack(MAGIC, image.mode.encode(), image.width, image.height))
+                f.write(HEADER.pack(MAGIC, layout.encode(), image.width, image.height))
                 f.write(data)
             os.replace(tmp, path)
         except OSError as exc:  # a full tmpfs, a removed directory at shutdown: the caller decoded it anyway
@@ -144,8 +150,9 @@ class NodePixels:
             return None
         folder = self.directory / "h" / _safe(session_id)
         path = folder / _safe(name)
-        header = HEADER.pack(MAGIC, image.mode.encode(), image.width, image.height)
-        data = image.tobytes()
+        layout = LAYOUT.get(image.mode, image.mode)
+        header = HEADER.pack(MAGIC, layout.encode(), image.width, image.height)
+        data = image.tobytes("raw", layout)
         # Written in place, in as few system calls as can be (each gives up the GIL, and getting it back from a busy
         # event loop costs up to its switch interval): no reader knows the name before the call commits it, and
         # the name is new (O_EXCL), so no temporary name and rename are needed.
@@ -281,6 +288,14 @@ class Mappings:
 
     def __len__(self) -> int:
         return len(self._open)
+
+
+def _unpacked(mode: str, size: tuple[int, int], data: memoryview, raw: tuple[str, int]) -> Image.Image:
+    """`Image.frombytes(mode, size, data, "raw", raw)` without first filling the new image with zeros (which it
+    does, and the rows are all written over at once: 20 % of a 3 MP box's read)."""
+    image = Image.new(mode, size, None)
+    image.frombytes(data, "raw", raw)
+    return image
 
 
 def _safe(name: str) -> str:
