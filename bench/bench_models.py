@@ -68,13 +68,13 @@ def crops(pages: list[Image.Image], n: int, side: int = 256) -> list[np.ndarray]
 RULE = (16, 2)  # calls per batch, batches at once (the server's defaults; --rule changes them)
 
 
-def sr_front(device: str, batched: bool, half: bool = False) -> Any:
+def sr_front(device: str, batched: bool, half: bool = False, cuda_graphs: bool = True) -> Any:
     from toolserver.batching import BatchRule, LocalTransport
     from toolserver.sr.engine import SREngine
     from toolserver.sr.service import SRFront, SRModel
 
     engine = SREngine(SHIPPED_SMFANET, device=device, half=half, batch_tiles="auto" if batched else "never",
-                      max_batch=16)
+                      max_batch=16, cuda_graphs=cuda_graphs)
     rule = BatchRule(RULE[0], 0.0, RULE[1]) if batched else BatchRule(1, 0.0, 64)
     return SRFront(LocalTransport(SRModel(engine), rule))
 

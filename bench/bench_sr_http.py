@@ -223,12 +223,13 @@ def front_rate(side: int, levels: list[int], calls: int, device: str) -> dict[in
         front.close()
 
 
-def engine_rate(side: int, device: str, count: int = 64, repeats: int = 3) -> dict[str, float]:
+def engine_rate(side: int, device: str, count: int = 64, repeats: int = 3,
+                cuda_graphs: bool = True) -> dict[str, float]:
     """The limits under the front, on the same crops: the engine alone (`count` crops queued at once, as the
     server's rule would hand them over, best of `repeats`) and the network's own forward on 1 and 16 tiles."""
     from toolserver.sr.engine import SREngine
 
-    engine = SREngine(SHIPPED_SMFANET, device=device, batch_tiles="auto", max_batch=16)
+    engine = SREngine(SHIPPED_SMFANET, device=device, batch_tiles="auto", max_batch=16, cuda_graphs=cuda_graphs)
     inputs = [np.asarray(crop(i, side)) for i in range(count)]
     out_mp = (side * 4) ** 2 / 1e6
 

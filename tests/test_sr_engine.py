@@ -202,3 +202,29 @@ def test_close_fails_pending_and_later_calls(lr_photo):
     engine.close()
     with pytest.raises(SRUnavailable, match="shut down"):
         engine.upscale(lr_photo.crop((0, 0, 16, 16)), 2)
+
+
+def test_cuda_graphs_are_off_on_the_cpu_and_a_failed_capture_leaves_the_eager_path(engine, caplog):
+    """On the CPU nothing is captured. On a device where the capture fails (here: CUDA asked of a torch without
+    it), the shape's first sightings run eagerly, the capture is tried once, warns, and graphs stay off."""
+    import torch
+
+    from toolserver.sr.graphs import CudaGraphs
+
+    engine.upscale(Image.new("RGB", (24, 24), (10, 20, 30)), 4)
+    assert engine.status()["cuda_graphs"] == {"enabled": False, "graphs": 0, "captured": 0, "replayed": 0}
+    graphs = CudaGraphs("cuda", after=2)
+    batch = torch.zeros((2, 8, 8, 3), dtype=torch.uint8)
+    ran: list[object] = []
+
+    def pipeline(tiles: torch.Tensor) -> torch.Tensor:
+        ran.append(tiles)
+        return tiles
+
+    key = (4, 2, 8, 8)
+    assert graphs.run(key, batch, pipeline) is None and graphs.run(key, batch, pipeline) is None  # seen, not captured
+    assert graphs.enabled and not ran
+    with caplog.at_level("WARNING", logger="toolserver.sr"):
+        assert graphs.run(key, batch, pipeline) is None  # the third sighting tries the capture, which fails here
+    assert not graphs.enabled and "CUDA graphs are off" in caplog.text
+    assert graphs.run(key, batch, pipeline) is None and graphs.status()["captured"] == 0

@@ -36,7 +36,8 @@ from PIL import Image
 from toolserver.pool import lower_thread_priority
 from toolserver.sr import MIN_INPUT_SIDE
 from toolserver.sr.checkpoints import CheckpointError, InstalledCheckpoint, load_network, scan
-from toolserver.sr.staging import PinnedStaging
+from toolserver.sr.graphs import CudaGraphs
+from toolserver.sr.staging import PinnedStaging, empty_cache, is_oom
 from toolserver.sr.tiling import Span, _Job, _Tile, spans
 
 __all__ = ["SREngine", "SRTimeout", "SRUnavailable", "Span", "Upscaled", "spans"]
@@ -68,7 +69,7 @@ class SREngine:
     def __init__(self, model_dir: Path, *, device: str = "auto", tile: int = 512, tile_pad: int = 16,
                  max_batch: int = 8, channels_last: bool = True, half: bool = False, prefer_plus: bool = False,
                  verify_sha256: bool = True, cpu_workers: int | None = None, threads: int | None = None,
-                 nice: int = 0, batch_tiles: str = "auto"):
+                 nice: int = 0, batch_tiles: str = "auto", cuda_graphs: bool = True):
         self.model_dir = Path(model_dir)
         self.requested_device = device
         self.tile = tile
@@ -94,6 +95,8 @@ class SREngine:
         self._closed = False
         self._device: str | None = None
         self._staging = PinnedStaging()  # GPU outputs come back through pinned memory
+        self.cuda_graphs = cuda_graphs  # batches replayed as CUDA graphs on a GPU (sr/graphs.py)
+        self._graphs = CudaGraphs("cpu", enabled=False)  # the GPU worker's, made as it starts (`_start_workers`)
         self.jobs_done = 0
         self.batches_run = 0
         self.refresh()
@@ -156,6 +159,7 @@ class SREngine:
             "batch_tiles": self.batch_tiles, "max_batch": self.max_batch,
             "problems": list(self._problems),
             "queued_tiles": len(self._queue),
+            "cuda_graphs": self._graphs.status(),
         }
 
     def unavailable_reason(self, scale: int | None = None) -> str:
@@ -250,6 +254,7 @@ class SREngine:
 
     def _start_workers(self) -> None:
         count = 1 if self.device != "cpu" else self.cpu_workers
+        self._graphs = CudaGraphs(self.device, enabled=self.cuda_graphs)
         for i in range(count):
             worker = threading.Thread(target=self._work, name=f"toolserver-sr-{i}", daemon=True)
             worker.start()
@@ -320,8 +325,9 @@ class SREngine:
                 log.warning("super-resolution failed: %s: %s", type(exc).__name__, exc)
                 for tile in live:
                     self._fail(tile.job, exc)
-                if _is_oom(exc):
-                    _empty_cache()
+                if is_oom(exc):
+                    self._graphs.clear()  # their memory too
+                    empty_cache()
 
     def _network(self, scale: int) -> Any:
         with self._network_lock:  # several CPU workers share one copy of each network (read-only)
@@ -349,14 +355,16 @@ class SREngine:
         return network
 
     def _forward(self, scale: int, windows: list[np.ndarray]) -> list[np.ndarray]:
-        """Run same-shaped uint8 HxWx3 windows through the network; uint8 outputs, clamped and rounded."""
+        """Run same-shaped uint8 HxWx3 windows through the network; uint8 outputs, clamped and rounded. On CUDA a
+        batch shape seen before is replayed from its captured graph (`sr/graphs.py`): the same kernels."""
         import torch
 
         network = self._network(scale)
         h, w = windows[0].shape[:2]
         pad_h, pad_w = max(0, MIN_INPUT_SIDE - h), max(0, MIN_INPUT_SIDE - w)
-        with torch.inference_mode():
-            x = torch.from_numpy(np.stack(windows)).to(self.device).permute(0, 3, 1, 2)
+
+        def pipeline(tiles: Any) -> Any:  # uint8 N x H x W x 3 on the device -> uint8 N x sH x sW x 3 there
+            x = tiles.permute(0, 3, 1, 2)
             x = x.half() if self.half and self.device != "cpu" else x.float()
             x = x.div_(255.0)
             if pad_h or pad_w:  # smaller than EASA's pooling needs: replicate edges, crop the output back
@@ -366,7 +374,13 @@ class SREngine:
             cpu_layout = self.device == "cpu" and self.channels_last
             x = x.contiguous(memory_format=torch.channels_last if cpu_layout else torch.contiguous_format)
             y = network(x)[:, :, : h * scale, : w * scale]
-            y = y.float().clamp_(0.0, 1.0).mul_(255.0).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+            return y.float().clamp_(0.0, 1.0).mul_(255.0).round_().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+
+        batch = torch.from_numpy(np.stack(windows))
+        y = self._graphs.run((scale, len(windows), h, w), batch, pipeline)
+        with torch.inference_mode():
+            if y is None:
+                y = pipeline(batch.to(self.device))
             y = y.numpy() if self.device == "cpu" else self._staging.copy_out(y)
         self.batches_run += 1
         return list(y)
@@ -381,13 +395,3 @@ def _pick_device(requested: str) -> str:
         raise SRUnavailable(f"device {requested!r} was requested but CUDA is not available")
     return requested
 
-
-def _is_oom(exc: BaseException) -> bool:
-    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc)
-
-
-def _empty_cache() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()

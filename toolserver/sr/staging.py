@@ -1,4 +1,5 @@
-"""Page-locked (pinned) host buffers for SMFANet's outputs on a GPU.
+"""Page-locked (pinned) host buffers for SMFANet's outputs on a GPU, and what the engine does when the GPU's memory
+runs out.
 
 A batch's uint8 output copied to ordinary (pageable) memory ran at ~1.8 GB/s on an H100 (50 MB in 28 ms); into a
 pinned buffer it took 0.9 ms (BENCHMARKS.md "GPU"). Allocating pinned memory is slow (20 ms for 50 MB), so
@@ -32,3 +33,15 @@ class PinnedStaging:
             self._buffers.popitem(last=False)
         buffer.copy_(tensor)
         return buffer.numpy()
+
+
+def is_oom(exc: BaseException) -> bool:
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc)
+
+
+def empty_cache() -> None:
+    """Give the memory PyTorch's CUDA allocator holds unused back to the device (after an out-of-memory batch)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
