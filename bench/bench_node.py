@@ -173,7 +173,7 @@ def profile(server: NodeServer, out: Path, seconds: int, clients: int, images: l
 
 
 def zoom_rows(workers: int, levels: list[int], calls: int, clients: int, scratch: Path,
-              profile_out: Path | None = None, independent: bool = True) -> dict[str, Any]:
+              profile_out: Path | None = None, independent: bool = True, node_only: bool = False) -> dict[str, Any]:
     """The zoom_in rows: N workers, one process, one process pinned to one core, and (`independent`, where taskset
     is) N independent single-process servers each pinned to a core of its own, the sessions dealt among them: the
     most N cores give this load with nothing shared (each decodes its sessions' photographs itself)."""
@@ -182,6 +182,8 @@ def zoom_rows(workers: int, levels: list[int], calls: int, clients: int, scratch
     setups = [(f"{workers} workers", workers, None), ("1 process", 1, None), ("1 process on 1 core", 1, 0)]
     if workers == 1:
         setups = setups[1:]
+    elif node_only:  # the N-worker row alone (an A/B of two checkouts: TOOLSERVER_BENCH_SERVER_TREE)
+        setups = setups[:1]
     elif independent:
         setups.append((f"{workers} independent processes, a core each", workers, -1))
     for label, n, pin in setups:
@@ -285,6 +287,7 @@ def main() -> None:
     parser.add_argument("--skip-zoom", action="store_true", help="only the super-resolution rows")
     parser.add_argument("--no-independent", action="store_true",
                         help="without the row of N independent single-process servers, a core each")
+    parser.add_argument("--node-only", action="store_true", help="only the N-worker zoom_in row (no ratios)")
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the N-worker node under load")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -299,8 +302,9 @@ def main() -> None:
                                   "zoom_in": {}}
         if not args.skip_zoom:
             report["zoom_in"] = zoom_rows(workers, args.sessions, args.calls, clients, scratch, args.profile,
-                                          not args.no_independent)
-            report["zoom_in_ratios"] = ratios(report["zoom_in"], workers, args.sessions)
+                                          not args.no_independent, args.node_only)
+            if not args.node_only:
+                report["zoom_in_ratios"] = ratios(report["zoom_in"], workers, args.sessions)
         if args.sr:
             side = args.sr_side or (256 if _has_cuda() else 48)
             report["super_resolution"] = sr_rows(workers, args.sr_sessions, args.sr_calls, side, scratch, clients)

@@ -9,7 +9,7 @@ of defaults rests on figures from one run. Each row also says how the engine's G
 of the wall time inside forward passes (`busy`), a pass's mean time and its mean tiles; a front whose passes take
 longer than the engine's alone lost time to the other threads (the GIL), one with a lower `busy` was not fed.
 
-Run: .venv/bin/python -m bench.bench_sr_front [--device cuda] [--sessions 64] [--calls 12] [--json out.json]
+Run: .venv/bin/python -m bench.bench_sr_front [--device cuda] [--sessions 64] [--calls 12] [--rows 1 3] [--json F]
      (on a CPU, a small side: --side 48)
 """
 
@@ -116,6 +116,7 @@ def main() -> int:
     parser.add_argument("--side", type=int, default=256)
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--calls", type=int, default=12)
+    parser.add_argument("--rows", type=int, nargs="+", help="which of VARIANTS to run, by index (default: all)")
     parser.add_argument("--json")
     args = parser.parse_args()
     inputs = [np.asarray(crop(i, args.side)) for i in range(args.sessions)]
@@ -129,7 +130,7 @@ def main() -> int:
         "of": len(eager_out), "max_abs_diff": max(int(np.abs(a.astype(np.int16) - b).max())
                                                    for a, b in zip(eager_out, graphs_out, strict=True))}
     print(json.dumps({**report["engine"], "graphs_output": report["graphs_output"]}), flush=True)
-    for calls_per_batch, at_once, graphs, interval in VARIANTS:
+    for calls_per_batch, at_once, graphs, interval in [VARIANTS[i] for i in args.rows or range(len(VARIANTS))]:
         row = {"batch_calls": calls_per_batch, "concurrent": at_once, "cuda_graphs": graphs,
                "switch_interval_ms": interval * 1000,
                **front_rate((calls_per_batch, at_once), graphs, interval, inputs, args.sessions, args.calls,

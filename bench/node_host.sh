@@ -58,7 +58,7 @@ torch.__version__, 'cuda', torch.cuda.is_available(), 'pillow', PIL.__version__,
         echo "$name: rc $? at $((SECONDS - start)) s"
     }
     # NODE_BENCH_ARGS: bench_node's options (default --sr; e.g. a rehearsal's smaller loads, or the zoom_in rows
-    # alone); NODE_HOST_STAGES: which stages run (default all four, in this order)
+    # alone); NODE_HOST_STAGES: which stages run (default node sr_front sr_http perception; also sr_prof, ab)
     local stages=" ${NODE_HOST_STAGES:-node sr_front sr_http perception} "
     # shellcheck disable=SC2086
     local profile=(--profile "$out/profile.txt")  # NODE_PROFILE=0: no py-spy profile of the node (saves ~20 s)
@@ -67,12 +67,29 @@ torch.__version__, 'cuda', torch.cuda.is_available(), 'pillow', PIL.__version__,
         "${profile[@]}" ${NODE_BENCH_ARGS:---sr}
     [[ $stages == *" sr_front "* ]] && stage sr_front 60 python3 -m bench.bench_sr_front --device cuda \
         --json "$out/sr_front.json"
+    # sr_prof: py-spy's native samples of every thread under the in-process front (where the GPU worker waits)
+    [[ $stages == *" sr_prof "* ]] && stage sr_prof 40 py-spy record --native --threads --idle --rate 100 --format raw \
+        -o "$out/sr_front_profile.txt" -- python3 -m bench.bench_sr_front --device cuda --rows 1 --calls 24 \
+        --json "$out/sr_prof.json"
+    # ab: the N-worker zoom_in row from this checkout and from the one at NODE_AB_TREE (a server tree, e.g.
+    # `git archive <commit> toolserver | tar -x -C .node/before`), alternately, two pairs
+    if [[ $stages == *" ab "* && -n ${NODE_AB_TREE:-} ]]; then
+        local i side
+        for i in 1 2; do
+            for side in before now; do
+                if [[ $side == before ]]; then export TOOLSERVER_BENCH_SERVER_TREE=$(realpath "$NODE_AB_TREE"); fi
+                stage "ab_${side}_$i" 40 python3 -m bench.bench_node --node-only --sessions 128 \
+                    --calls "${NODE_AB_CALLS:-48}" --out "$out/ab_${side}_$i.json"
+                unset TOOLSERVER_BENCH_SERVER_TREE
+            done
+        done
+    fi
     [[ $stages == *" sr_http "* ]] && stage sr_http 100 python3 -m bench.bench_sr_http --side 256 --calls 6 \
         --encode-processes 0 auto --json "$out/sr_http.json"
     [[ $stages == *" perception "* ]] && stage perception 60 python3 -m bench.bench_perception_models \
         --device cuda --size full --json "$out/perception.json"
-    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in \
-('cores', 'workers', 'zoom_in_ratios', 'super_resolution_ratios')}))" "$out/node.json"
+    [[ -f $out/node.json ]] && python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps({k: \
+d.get(k) for k in ('cores', 'workers', 'zoom_in_ratios', 'super_resolution_ratios')}))" "$out/node.json"
 }
 
 case "${1:-}" in

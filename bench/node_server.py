@@ -33,7 +33,10 @@ class NodeServer:
         full = {**os.environ, "TOOLSERVER_WORKERS": str(workers), "TOOLSERVER_PORT": str(self.port),
                 "TOOLSERVER_HOST": "127.0.0.1", "TOOLSERVER_DATA_DIR": str(data_dir),
                 "TOOLSERVER_TOTAL_MAX_BYTES": str(2**40), **(env or {})}
-        self.proc = subprocess.Popen(argv, env=full, start_new_session=True)
+        tree = os.environ.get("TOOLSERVER_BENCH_SERVER_TREE")  # another checkout's server (an A/B on one host)
+        if tree:
+            full["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [os.environ.get("PYTHONPATH")])])
+        self.proc = subprocess.Popen(argv, env=full, start_new_session=True, cwd=tree or None)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

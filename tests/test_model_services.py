@@ -199,7 +199,7 @@ def test_tiles_of_several_sessions_share_a_forward_pass_on_the_cpu_when_asked(cr
         with shared._cond:  # both queued before the worker takes either
             for job in jobs:
                 shared._submit(job)
-        together = [job.future.result(30)[0] for job in jobs]
+        together = [shared._wait(job)[0] for job in jobs]
         assert shared.batches_run == 1
         separate = [r[0] for r in alone.run_jobs([(p, 2, None) for p in pixels])]
         assert alone.batches_run == 2

@@ -15,7 +15,8 @@ Tiles are windows of at most `tile` input pixels read with `tile_pad` pixels of 
 each window's centre (its core) is kept. SMFANet's EASA branch uses whole-window statistics (a variance and
 a max-pooled map), so tiled output is not bit-identical to whole-image output; the context keeps the
 difference far below visibility (tests/test_sr_engine.py, BENCHMARKS.md). Peak memory is bounded by the
-tiles in flight, whatever the image size; only the uint8 output grows with it.
+tiles in flight, whatever the image size; only the uint8 output grows with it (its tiles' outputs are kept until
+the thread waiting for the image puts them together: twice the output, at the end of a large image).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from toolserver.sr import MIN_INPUT_SIDE
 from toolserver.sr.checkpoints import CheckpointError, InstalledCheckpoint, load_network, scan
 from toolserver.sr.graphs import CudaGraphs
 from toolserver.sr.staging import PinnedStaging, empty_cache, is_oom
-from toolserver.sr.tiling import Span, _Job, _Tile, spans
+from toolserver.sr.tiling import Span, _Job, _Tile, assemble, spans
 
 __all__ = ["SREngine", "SRTimeout", "SRUnavailable", "Span", "Upscaled", "spans"]
 
@@ -211,7 +212,8 @@ class SREngine:
         # Workers enforce the deadline between tiles; the margin covers tiles already running.
         wait = None if job.deadline is None else max(0.0, job.deadline - time.monotonic()) + 30.0
         try:
-            return job.future.result(timeout=wait)
+            job.future.result(timeout=wait)
+            return assemble(job), job.tiles  # here, in the waiting thread
         except SRTimeout as exc:
             return exc
         except TimeoutError:
@@ -240,7 +242,6 @@ class SREngine:
     # -- queueing -----------------------------------------------------------------------------
     def _submit(self, job: _Job) -> None:
         h, w = job.pixels.shape[:2]
-        job.out = np.empty((h * job.scale, w * job.scale, 3), dtype=np.uint8)
         tiles = [_Tile(job, ys, xs) for ys, xs in itertools.product(spans(h, self.tile, self.tile_pad),
                                                                     spans(w, self.tile, self.tile_pad))]
         job.tiles = job.pending = len(tiles)
@@ -289,15 +290,16 @@ class SREngine:
             self.jobs_done += 1
         job.future.set_exception(exc)
 
-    def _finish_tile(self, tile: _Tile) -> None:
+    def _finish_tile(self, tile: _Tile, result: np.ndarray) -> None:
         job = tile.job
         with self._cond:
+            job.parts.append((tile, result))
             job.pending -= 1
             done = job.pending == 0 and not job.failed
             if done:
                 self.jobs_done += 1
         if done:
-            job.future.set_result((job.out, job.tiles))
+            job.future.set_result(None)
 
     # -- the workers --------------------------------------------------------------------------
     def _work(self) -> None:
@@ -319,8 +321,7 @@ class SREngine:
             try:
                 results = self._forward(live[0].job.scale, [tile.window() for tile in live])
                 for tile, result in zip(live, results, strict=True):
-                    tile.paste(result)
-                    self._finish_tile(tile)
+                    self._finish_tile(tile, result)
             except BaseException as exc:  # a worker must survive anything one batch does
                 log.warning("super-resolution failed: %s: %s", type(exc).__name__, exc)
                 for tile in live:
@@ -381,7 +382,8 @@ class SREngine:
         with torch.inference_mode():
             if y is None:
                 y = pipeline(batch.to(self.device))
-            y = y.numpy() if self.device == "cpu" else self._staging.copy_out(y)
+            # On a GPU, out of the reused pinned buffer in one copy (the worker's only one: `tiling.assemble`)
+            y = y.numpy() if self.device == "cpu" else self._staging.copy_out(y).copy()
         self.batches_run += 1
         return list(y)
 

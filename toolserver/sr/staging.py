@@ -4,8 +4,8 @@ runs out.
 A batch's uint8 output copied to ordinary (pageable) memory ran at ~1.8 GB/s on an H100 (50 MB in 28 ms); into a
 pinned buffer it took 0.9 ms (BENCHMARKS.md "GPU"). Allocating pinned memory is slow (20 ms for 50 MB), so
 buffers are kept per output shape, the least recently used given back past `max_bytes`. The engine's one GPU
-worker uses them one batch at a time and copies each tile out before the next batch, so a buffer is never read
-while it is rewritten.
+worker uses them one batch at a time and copies the batch out (one copy) before the next, so a buffer is never
+read while it is rewritten.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Tiles: how an image is cut into equal windows with context (`spans`), and the units of work the engine's
-workers take from its queue (`_Job`, one image; `_Tile`, one window of it, pasted back into the job's output)."""
+workers take from its queue (`_Job`, one image; `_Tile`, one window of it). A worker hands each tile's output to
+its job (`parts`); the thread waiting for the job puts them together (`assemble`), so that the copies are made
+by the waiting threads, side by side, not by the one GPU worker between its batches."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ class _Job:
     scale: int
     deadline: float | None
     future: Future = field(default_factory=Future)
-    out: np.ndarray | None = None
+    parts: list[tuple[_Tile, np.ndarray]] = field(default_factory=list)  # each tile's output, as it is done
     tiles: int = 0
     pending: int = 0
     failed: bool = False
@@ -66,10 +68,21 @@ class _Tile:
     def window(self) -> np.ndarray:
         return self.job.pixels[self.ys.win0:self.ys.win1, self.xs.win0:self.xs.win1]
 
-    def paste(self, result: np.ndarray) -> None:
+    def paste(self, out: np.ndarray, result: np.ndarray) -> None:
+        """This tile's core of `result` (its window's output) into the job's output `out`."""
         s, ys, xs = self.job.scale, self.ys, self.xs
-        assert self.job.out is not None
-        self.job.out[ys.core0 * s:ys.core1 * s, xs.core0 * s:xs.core1 * s] = result[
+        out[ys.core0 * s:ys.core1 * s, xs.core0 * s:xs.core1 * s] = result[
             (ys.core0 - ys.win0) * s:(ys.core1 - ys.win0) * s,
             (xs.core0 - xs.win0) * s:(xs.core1 - xs.win0) * s,
         ]
+
+
+def assemble(job: _Job) -> np.ndarray:
+    """The job's output from its tiles' outputs: a one-tile job's is its tile's (the window is the whole image)."""
+    if job.tiles == 1:
+        return job.parts[0][1]
+    h, w = job.pixels.shape[:2]
+    out = np.empty((h * job.scale, w * job.scale, 3), dtype=np.uint8)
+    for tile, result in job.parts:
+        tile.paste(out, result)
+    return out
