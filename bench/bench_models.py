@@ -68,13 +68,16 @@ def crops(pages: list[Image.Image], n: int, side: int = 256) -> list[np.ndarray]
 RULE = (16, 2)  # calls per batch, batches at once (the server's defaults; --rule changes them)
 
 
-def sr_front(device: str, batched: bool, half: bool = False, cuda_graphs: bool = True) -> Any:
+def sr_front(device: str, batched: bool, half: bool = False, cuda_graphs: bool | None = None) -> Any:
+    """The front as a server with SMFANet in its process builds it (its rule, CUDA graphs and switch interval)."""
     from toolserver.batching import BatchRule, LocalTransport
+    from toolserver.config import Settings
     from toolserver.sr.engine import SREngine
     from toolserver.sr.service import SRFront, SRModel
 
     engine = SREngine(SHIPPED_SMFANET, device=device, half=half, batch_tiles="auto" if batched else "never",
-                      max_batch=16, cuda_graphs=cuda_graphs)
+                      max_batch=16, cuda_graphs=Settings().sr_cuda_graphs if cuda_graphs is None else cuda_graphs,
+                      switch_interval_s=Settings().sr_switch_interval_ms / 1000 or None)
     rule = BatchRule(RULE[0], 0.0, RULE[1]) if batched else BatchRule(1, 0.0, 64)
     return SRFront(LocalTransport(SRModel(engine), rule))
 

@@ -224,7 +224,7 @@ def front_rate(side: int, levels: list[int], calls: int, device: str) -> dict[in
 
 
 def engine_rate(side: int, device: str, count: int = 64, repeats: int = 3,
-                cuda_graphs: bool = True) -> dict[str, float]:
+                cuda_graphs: bool = False) -> dict[str, float]:
     """The limits under the front, on the same crops: the engine alone (`count` crops queued at once, as the
     server's rule would hand them over, best of `repeats`) and the network's own forward on 1 and 16 tiles."""
     from toolserver.sr.engine import SREngine

@@ -204,15 +204,24 @@ def test_close_fails_pending_and_later_calls(lr_photo):
         engine.upscale(lr_photo.crop((0, 0, 16, 16)), 2)
 
 
-def test_cuda_graphs_are_off_on_the_cpu_and_a_failed_capture_leaves_the_eager_path(engine, caplog):
-    """On the CPU nothing is captured. On a device where the capture fails (here: CUDA asked of a torch without
-    it), the shape's first sightings run eagerly, the capture is tried once, warns, and graphs stay off."""
+def test_cuda_graphs_are_off_on_the_cpu_and_a_failed_capture_leaves_the_eager_path(lr_photo, caplog):
+    """On the CPU nothing is captured and the interpreter's switch interval is left alone (both are for a GPU
+    worker). On a device where the capture fails (here: CUDA asked of a torch without it), the shape's first
+    sightings run eagerly, the capture is tried once, warns, and graphs stay off."""
+    import sys
+
     import torch
 
     from toolserver.sr.graphs import CudaGraphs
 
-    engine.upscale(Image.new("RGB", (24, 24), (10, 20, 30)), 4)
-    assert engine.status()["cuda_graphs"] == {"enabled": False, "graphs": 0, "captured": 0, "replayed": 0}
+    interval = sys.getswitchinterval()
+    cpu = SREngine(smfanet_dir(), cuda_graphs=True, switch_interval_s=interval / 7, cpu_workers=1)
+    try:
+        cpu.upscale(lr_photo.crop((0, 0, 24, 24)), 4)
+        assert cpu.status()["cuda_graphs"] == {"enabled": False, "graphs": 0, "captured": 0, "replayed": 0}
+        assert sys.getswitchinterval() == interval
+    finally:
+        cpu.close()
     graphs = CudaGraphs("cuda", after=2)
     batch = torch.zeros((2, 8, 8, 3), dtype=torch.uint8)
     ran: list[object] = []

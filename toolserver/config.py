@@ -178,8 +178,12 @@ class Settings(BaseSettings):
     sr_tile_pad: int = Field(default=16, ge=0, description="Context pixels read around each tile.")
     sr_max_batch: int = Field(default=8, ge=1, description="Same-shaped jobs or tiles batched together on a GPU.")
     sr_half: bool = Field(default=False, description="fp16 on CUDA (off: see docs/decisions.md).")
-    sr_cuda_graphs: bool = Field(default=True, description="On CUDA, replay a batch shape seen before from a captured "
-                                 "CUDA graph (one launch, not one per operation; sr/graphs.py).")
+    sr_cuda_graphs: bool = Field(default=False, description="On CUDA, replay a batch shape seen before from a "
+                                 "captured CUDA graph (one launch, not one per operation; off: it measured even with "
+                                 "eager passes on an H100, docs/decisions.md; sr/graphs.py).")
+    sr_switch_interval_ms: float = Field(default=0.5, ge=0, le=100, description="The interpreter's GIL switch "
+                                         "interval in a process whose SMFANet runs on CUDA, set when its GPU worker "
+                                         "starts (0: Python's own, 5 ms; sr/graphs.py).")
     sr_channels_last: bool = True
     sr_prefer_plus: bool = Field(default=False, description="Use SMFANet+ for x4 when both are installed.")
     sr_verify_sha256: bool = Field(default=True, description="Refuse checkpoints whose hash is not the published one.")

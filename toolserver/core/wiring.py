@@ -169,7 +169,8 @@ def build_models(s: Settings, names: tuple[str, ...] = MODEL_NAMES + PERCEPTION_
                           max_batch=s.sr_max_batch, channels_last=s.sr_channels_last, half=s.sr_half,
                           prefer_plus=s.sr_prefer_plus, verify_sha256=s.sr_verify_sha256,
                           cpu_workers=s.sr_cpu_workers, threads=s.sr_threads, nice=s.heavy_nice,
-                          batch_tiles=s.sr_batch_tiles, cuda_graphs=s.sr_cuda_graphs)
+                          batch_tiles=s.sr_batch_tiles, cuda_graphs=s.sr_cuda_graphs,
+                          switch_interval_s=s.sr_switch_interval_ms / 1000 or None)
         models["smfanet"] = SRModel(engine)
     if "clip" in names:
         models["clip"] = EncoderModel(Encoder("clip", s.clip_model, s.doc_device))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -70,15 +71,12 @@ class SREngine:
     def __init__(self, model_dir: Path, *, device: str = "auto", tile: int = 512, tile_pad: int = 16,
                  max_batch: int = 8, channels_last: bool = True, half: bool = False, prefer_plus: bool = False,
                  verify_sha256: bool = True, cpu_workers: int | None = None, threads: int | None = None,
-                 nice: int = 0, batch_tiles: str = "auto", cuda_graphs: bool = True):
+                 nice: int = 0, batch_tiles: str = "auto", cuda_graphs: bool = False,
+                 switch_interval_s: float | None = None):
         self.model_dir = Path(model_dir)
         self.requested_device = device
-        self.tile = tile
-        self.tile_pad = tile_pad
-        self.max_batch = max(1, max_batch)
-        self.channels_last = channels_last
-        self.half = half
-        self.prefer_plus = prefer_plus
+        self.tile, self.tile_pad, self.max_batch = tile, tile_pad, max(1, max_batch)
+        self.channels_last, self.half, self.prefer_plus = channels_last, half, prefer_plus
         self.verify_sha256 = verify_sha256
         cores = os.cpu_count() or 1
         self.cpu_workers = max(1, cpu_workers or cores)
@@ -97,6 +95,7 @@ class SREngine:
         self._device: str | None = None
         self._staging = PinnedStaging()  # GPU outputs come back through pinned memory
         self.cuda_graphs = cuda_graphs  # batches replayed as CUDA graphs on a GPU (sr/graphs.py)
+        self.switch_interval_s = switch_interval_s  # the process's GIL switch interval once a GPU worker runs
         self._graphs = CudaGraphs("cpu", enabled=False)  # the GPU worker's, made as it starts (`_start_workers`)
         self.jobs_done = 0
         self.batches_run = 0
@@ -256,6 +255,8 @@ class SREngine:
     def _start_workers(self) -> None:
         count = 1 if self.device != "cpu" else self.cpu_workers
         self._graphs = CudaGraphs(self.device, enabled=self.cuda_graphs)
+        if self.device != "cpu" and self.switch_interval_s:  # its GPU worker waits less for the GIL (sr/graphs.py)
+            sys.setswitchinterval(self.switch_interval_s)
         for i in range(count):
             worker = threading.Thread(target=self._work, name=f"toolserver-sr-{i}", daemon=True)
             worker.start()

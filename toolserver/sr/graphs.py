@@ -1,10 +1,11 @@
-"""SMFANet's forward pass replayed as a CUDA graph: one launch for the whole batch instead of one per operation.
+"""SMFANet's forward pass replayed as a CUDA graph: one launch for the whole batch instead of one per operation
+(`SR_CUDA_GRAPHS`, off by default: on the H100 host it measured even with eager passes, docs/decisions.md).
 
-Eagerly, every PyTorch operation of a forward pass (a few hundred for SMFANet) gives up the GIL and takes it back.
-In the engine's GPU worker alone that is cheap; under a server, where the threads of 64 sessions, the batcher's
-leaders and the event loop want the GIL too, each take-back may wait for another thread's turn, and the GPU idles
-between the kernels. A captured graph is replayed by one call, so the batch runs on the GPU whatever the other
-threads do.
+Eagerly, the GPU worker launches each of a pass's few hundred kernels with a PyTorch call that gives up the GIL and
+takes it back; a captured graph launches them all with one call. Under a server's other threads each take-back
+may wait, and we expected the GPU to wait with it. On the H100 host it did not: the launches run ahead of a 50 ms
+batch on the GPU's queue, and what held the in-process front back was outside the pass (the pastes between
+batches, and the switch interval below). Graphs stay for batches so small that launching is most of their time.
 
 A graph is captured per batch shape (scale, tiles, height, width) once that shape has been seen `after` times
 (a shape seen once, an odd-sized image's edge tile, runs eagerly and costs no capture), at most `max_graphs` of
@@ -15,6 +16,12 @@ the sum. The captured work is the engine's whole pipeline from the uint8 batch o
 so the result is that of the same kernels run eagerly. Where a capture fails (a PyTorch that cannot capture a
 kernel of the network), the engine warns once and runs eagerly from then on. CUDA only: on the CPU nothing is
 captured.
+
+The other lever is the interpreter's switch interval (`SR_SWITCH_INTERVAL_MS`, set by the engine when its GPU
+worker starts): a thread that wants the GIL back waits up to that long for the one holding it. Python's 5 ms is
+a long time for a worker that hands the GPU a 50 ms batch and needs the GIL a few times to do it; at 0.5 ms the
+in-process front gave 4-5 % more on the H100 host (BENCHMARKS.md), and the process's other threads switch more
+often (on 2 cores, one process's `zoom_in` calls: see BENCHMARKS.md).
 
 Written here because PyTorch's own helpers (`torch.cuda.make_graphed_callables`) are for training (they capture the
 backward pass too and take one fixed shape); `torch.compile(mode="reduce-overhead")` does this with its own
