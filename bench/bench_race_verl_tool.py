@@ -119,7 +119,7 @@ def rest_run(n: int, calls: int, paths: list[str], tag: str) -> dict:
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "server_cpu_s": sum(cpu1.values()) - sum(marks["cpu0"].values()), "client_cpu_s": out["client_cpu_s"],
             "bytes_per_call": (out["sent"] + out["received"]) / len(lat), "peak_rss_mib": peak / 2**20,
-            "ok": out["ok"], "crops": len(lat), "first": first}
+            "peak_pss_mib": sampler.peak_pss / 2**20, "ok": out["ok"], "crops": len(lat), "first": first}
 
 
 def _rest_client(server: Toolserver, paths: list[str], calls: int, at_go) -> dict:
@@ -206,7 +206,8 @@ def one_run(server_cls, n: int, calls: int, urls: list[str], tag: str) -> dict:
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "server_cpu_s": sum(cpu1.values()) - sum(cpu0.values()), "client_cpu_s": client_cpu,
             "bytes_per_call": request_bytes(urls[0]) + statistics.mean(out["response_bytes"]),
-            "peak_rss_mib": peak / 2**20, "ok": out["ok"], "crops": crops, "first": out["first"]}
+            "peak_rss_mib": peak / 2**20, "peak_pss_mib": sampler.peak_pss / 2**20, "ok": out["ok"], "crops": crops,
+            "first": out["first"]}
 
 
 def server_tree(server) -> tuple[list[int], dict[int, str]]:
@@ -272,7 +273,7 @@ def per_request_cost(requests: int = 100) -> None:
 
 
 METRICS = ("wall_s", "first_step_s", "calls_per_s", "p50_ms", "p99_ms", "server_cpu_s", "client_cpu_s",
-           "bytes_per_call", "peak_rss_mib")
+           "bytes_per_call", "peak_rss_mib", "peak_pss_mib")
 
 
 def main() -> None:

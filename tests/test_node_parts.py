@@ -29,6 +29,10 @@ def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode,
     again = other.get(("content:abc", ""))
     assert again is not None and again is not image
     assert again.mode == image.mode and again.size == image.size and again.tobytes() == image.tobytes()
+    if mode in ("RGB", "RGBA", "L"):  # Pillow's own layout: the file's pages themselves, read-only
+        assert again.readonly
+        again.putpixel((0, 0), (1, 2, 3, 4)[:len(again.getbands())] if mode != "L" else 5)  # Pillow copies first
+        assert other.get(("content:abc", "")).tobytes() == image.tobytes()
     if pixel_bytes is None:  # bits packed eight a byte: no box is cut from its rows
         assert other.region(("content:abc", ""), (1, 2, 30, 40)) is None
         return
@@ -82,6 +86,43 @@ def test_node_pixels_keep_to_their_budget_oldest_first(tmp_path):
         os.utime(pixels._path((f"content:{i}", "")), (i, i))  # written in this order, to the second
     assert pixels.nbytes() <= 8 * one
     assert pixels.get(("content:19", "")) is not None and pixels.get(("content:0", "")) is None
+
+
+def test_an_image_shared_by_content_is_made_once_for_the_node_while_the_others_wait(tmp_path):
+    """Two processes' caches (each with its own NodePixels on one directory, as a node's workers have) asked for one
+    upload at once: one decodes it, the other waits on the node's lock and reads the first one's pixels."""
+    import threading
+
+    from toolserver.stores.redis_parts import DecodedCache
+
+    caches = [DecodedCache(1 << 20, NodePixels(tmp_path / "px", 1 << 30)) for _ in range(2)]
+    started, loads = threading.Event(), []
+
+    def load() -> Image.Image:
+        loads.append(1)
+        started.set()
+        time.sleep(0.3)  # the other asks meanwhile
+        return Image.new("RGB", (40, 30), (7, 8, 9))
+
+    got: list[Image.Image] = []
+    first = threading.Thread(target=lambda: got.append(caches[0].get(("content:abc", ""), load)))
+    first.start()
+    assert started.wait(10)
+    second = caches[1].get(("content:abc", ""), load)  # blocks until the first has kept it, then reads it
+    first.join()
+    assert len(loads) == 1 and second.tobytes() == got[0].tobytes() and second is not got[0]
+    with caches[0].node.single_flight(("content:abc", ""), "d"):  # a held lock keeps out any other holder
+        taken = threading.Event()
+
+        def other() -> None:
+            with caches[1].node.single_flight(("content:abc", ""), "d"):
+                taken.set()
+
+        waiter = threading.Thread(target=other)
+        waiter.start()
+        assert not taken.wait(0.3)
+    assert taken.wait(10)
+    waiter.join()
 
 
 # -- connections, handed to the worker with the fewest ------------------------------------------------------

@@ -66,12 +66,14 @@ def input_image_data_url() -> str:
 
 
 class TreeSampler:
-    """CPU totals and summed RSS of a fixed set of processes (the server's tree)."""
+    """CPU totals and summed RSS and PSS of a fixed set of processes (the server's tree). RSS counts a page shared by
+    several processes (a node's forked workers, its shared images) once for each; PSS splits it among them."""
 
     def __init__(self, pids: list[int], cmdlines: dict[int, str]):
         self.procs = [psutil.Process(pid) for pid in pids]
         self.backend = {p.pid for p in self.procs if "verl_tool.servers.tool_server" in cmdlines[p.pid]}
         self.peak_rss = 0
+        self.peak_pss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -89,9 +91,17 @@ class TreeSampler:
                 total += p.memory_info().rss
         return total
 
+    def pss(self) -> int:
+        total = 0
+        for p in self.procs:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                total += p.memory_full_info().pss
+        return total
+
     def _run(self):
         while not self._stop.is_set():
             self.peak_rss = max(self.peak_rss, self.rss())
+            self.peak_pss = max(self.peak_pss, self.pss())
             self._stop.wait(0.2)
 
     def __enter__(self):

@@ -165,7 +165,8 @@ class ToolCalls:
                                  sandbox=self.services.sandbox, search_cache=self.services.search_cache,
                                  perception=self.services.perception,
                                  sr_max_output_pixels=s.sr_max_output_pixels,
-                                 deadline=deadline, cached_view=store.view_lookup(session), calls=log,
+                                 deadline=deadline, cached_view=store.view_lookup(session),
+                                 view_maker=store.view_maker(session), calls=log,
                                  share=partial(shared.image, defer=attempt < WAITS_FOR_SHARED))
             try:
                 return ctx, await self.services.pool.run(

@@ -123,6 +123,12 @@ class SessionStore(ABC):
     def view_lookup(self, session: SessionMap) -> Callable[[ImageEntry, str], Image.Image | None]:
         """How a tool thread finds a model view computed by an earlier call (`ToolContext.view`)."""
 
+    def view_maker(self, session: SessionMap
+                   ) -> Callable[[ImageEntry, str, Callable[[], Image.Image]], Image.Image] | None:
+        """How a tool thread makes a view the store can share as it is made (`make()`, kept), or None: the call
+        makes it and hands it to `keep_views`."""
+        return None
+
     @abstractmethod
     async def keep_views(self, session: SessionMap, views: Sequence[tuple[ImageEntry, str, Image.Image]]) -> None:
         """Remember the views a call computed, if the budget allows; never fails, never evicts a session."""

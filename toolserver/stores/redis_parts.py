@@ -238,12 +238,20 @@ class DecodedCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True) -> Image.Image:
+    def get(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True,
+            pool: str = "d") -> Image.Image:
         """The cached image, else `load()`'s, kept. `node=False`: an image the node holds already (`hold`), which
-        its cache neither looks up nor copies."""
-        image = self.peek(key, node=node)
-        if image is not None:
+        its cache neither looks up nor copies. One shared by content (an upload, a view of it) is loaded by one
+        process of the node at a time (`NodePixels.single_flight`): a GRPO step's first calls decode it once."""
+        if (image := self.peek(key, node=node)) is not None:
             return image
+        if not (node and self.node is not None and key[0].startswith("content:")):
+            return self._load(key, load, node=node)
+        with self.node.single_flight(key, pool):
+            found = self.peek(key)  # made by another process while this one waited?
+            return found if found is not None else self._load(key, load)
+
+    def _load(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True) -> Image.Image:
         with self._lock:
             self.misses += 1
         image = load()

@@ -98,6 +98,8 @@ class ToolContext:
     calls: tuple[str, ...] = ()
     # The session store's cache of model views (whole-image resizes), looked up by (entry, rule).
     cached_view: Callable[[ImageEntry, str], Image.Image | None] | None = None
+    # The store's way to make a view once for every process that shares it (a node's workers), or None.
+    view_maker: Callable[[ImageEntry, str, Callable[[], Image.Image]], Image.Image] | None = None
     # Views this call computed, for the core to hand to the store once the call is over.
     new_views: list[tuple[ImageEntry, str, Image.Image]] = field(default_factory=list)
     tool_calls: int = 0  # calls this session's tools have run so far (Mini-o3 numbers its turns by them)
@@ -131,7 +133,9 @@ class ToolContext:
             if seen is entry and seen_rule == rule:
                 return image
         if entry.content is not None:
-            image = self.derived(("view", entry.content, rule), lambda: compute(entry.pixels))
+            maker = self.view_maker
+            image = self.derived(("view", entry.content, rule), (lambda: compute(entry.pixels)) if maker is None
+                                 else (lambda: maker(entry, rule, lambda: compute(entry.pixels))))
         else:
             image = compute(entry.pixels)
         self.new_views.append((entry, rule, image))
