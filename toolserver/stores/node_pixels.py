@@ -53,9 +53,9 @@ HEADER = struct.Struct("<4s8sII")  # magic, layout (ASCII, NUL-padded), width, h
 MODES = frozenset({"1", "L", "LA", "RGB", "RGBA", "I", "F", "I;16", "CMYK", "YCbCr"})  # pixels alone say it all
 LAYOUT = {"RGB": "RGBX"}  # a mode written in another raw layout than `tobytes()`'s (the default: the mode's own)
 MODE_OF = {layout: mode for mode, layout in LAYOUT.items()}
-# Bytes a pixel takes in each layout, for those whose rows can be cut by byte ("1" packs bits)
 LOCKS = 64  # lock files a pool of `single_flight`
 MAPPED = frozenset({"RGBX", "RGBA", "L"})  # layouts that are Pillow's own in memory: read as a mapping, no copy
+# Bytes a pixel takes in each layout, for those whose rows can be cut by byte ("1" packs bits)
 PIXEL_BYTES = {"L": 1, "LA": 2, "I;16": 2, "RGB": 3, "YCbCr": 3, "RGBX": 4, "RGBA": 4, "CMYK": 4, "I": 4, "F": 4}
 
 
@@ -110,8 +110,9 @@ class NodePixels:
             mode = MODE_OF.get(layout, layout)
             with memoryview(mm) as view:
                 if box is None:
-                    image = _mapped(mm, layout, mode, (width, height)) or _unpacked(
-                        mode, (width, height), view[HEADER.size:], (layout, 0))
+                    image = _mapped(mm, layout, mode, (width, height))
+                    if image is None:
+                        image = _unpacked(mode, (width, height), view[HEADER.size:], (layout, 0))
                 else:
                     left, top, right, bottom = box
                     size = PIXEL_BYTES.get(layout, 0)
