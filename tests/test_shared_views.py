@@ -22,6 +22,7 @@ from toolserver.core.shared_views import SharedViews
 from toolserver.imaging import encode_image
 from toolserver.models import CreateSessionRequest, ImageInput
 from toolserver.profiles import arm_thinker, pixel_reasoner
+from toolserver.stores import redis as redis_store
 
 PHOTO = (PHOTOS / "Wood.jpg").read_bytes()
 CASES = [  # profile, tool, arguments, the module and name of the view's computation
@@ -69,12 +70,17 @@ def test_one_view_for_all_sessions_and_the_same_bytes(settings_any_store, monkey
                                                           + ("s" if shared else "u")}))
         if not shared:
             no_sharing(core)
+            # and the Redis store keeps each session's view under the session, not the input's content
+            monkeypatch.setattr(redis_store, "_view_key", lambda session_id, entry, rule: (
+                session_id, f"{entry.blob_key}|view:{rule}"))
         try:
             ids, results = await rollouts(core, profile, tool, args)
             observations = [await core.image_bytes(sid, "observation_1", "png") for sid in ids]
             for sid in ids:
                 await core.release(sid)
             core.archive.flush()  # the archive holds a released session's images until their thumbnails are out
+            if hasattr(core.store, "cache"):  # the Redis store's decoded cache keeps an input's view by its content
+                core.store.cache._cache.clear()  # (bounded, least recently used first), as it keeps its pixels
             gc.collect()
             return results, observations, len(core.services.shared), core.services.shared.computed
         finally:
