@@ -90,6 +90,11 @@ torch.__version__, 'cuda', torch.cuda.is_available(), 'pillow', PIL.__version__,
         --device cuda --size full --json "$out/perception.json"
     [[ -f $out/node.json ]] && python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps({k: \
 d.get(k) for k in ('cores', 'workers', 'zoom_in_ratios', 'super_resolution_ratios')}))" "$out/node.json"
+    # The device returns at most 8 files of $OUT: everything but host.txt goes into results.tgz (NODE_PACK=0: not)
+    if [[ ${NODE_PACK:-1} != 0 ]]; then
+        (cd "$out" && find . -maxdepth 1 -type f ! -name host.txt ! -name results.tgz -printf '%P\n' \
+            | tar -czf results.tgz -T - && find . -maxdepth 1 -type f ! -name host.txt ! -name results.tgz -delete)
+    fi
 }
 
 case "${1:-}" in
