@@ -75,9 +75,10 @@ def sr_front(device: str, batched: bool, half: bool = False, cuda_graphs: bool |
     from toolserver.sr.engine import SREngine
     from toolserver.sr.service import SRFront, SRModel
 
+    server = Settings()
     engine = SREngine(SHIPPED_SMFANET, device=device, half=half, batch_tiles="auto" if batched else "never",
-                      max_batch=16, cuda_graphs=Settings().sr_cuda_graphs if cuda_graphs is None else cuda_graphs,
-                      switch_interval_s=Settings().sr_switch_interval_ms / 1000 or None)
+                      max_batch=16, cuda_graphs=server.sr_cuda_graphs if cuda_graphs is None else cuda_graphs,
+                      switch_interval_s=server.sr_switch_interval_ms / 1000 or None)
     rule = BatchRule(RULE[0], 0.0, RULE[1]) if batched else BatchRule(1, 0.0, 64)
     return SRFront(LocalTransport(SRModel(engine), rule))
 

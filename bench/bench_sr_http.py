@@ -224,12 +224,15 @@ def front_rate(side: int, levels: list[int], calls: int, device: str) -> dict[in
 
 
 def engine_rate(side: int, device: str, count: int = 64, repeats: int = 3,
-                cuda_graphs: bool = False) -> dict[str, float]:
+                cuda_graphs: bool | None = None) -> dict[str, float]:
     """The limits under the front, on the same crops: the engine alone (`count` crops queued at once, as the
-    server's rule would hand them over, best of `repeats`) and the network's own forward on 1 and 16 tiles."""
+    server's rule would hand them over, best of `repeats`) and the network's own forward on 1 and 16 tiles. CUDA
+    graphs as the server's settings say, unless `cuda_graphs` is given (as `bench_models.sr_front` builds the front)."""
+    from toolserver.config import Settings
     from toolserver.sr.engine import SREngine
 
-    engine = SREngine(SHIPPED_SMFANET, device=device, batch_tiles="auto", max_batch=16, cuda_graphs=cuda_graphs)
+    graphs = Settings().sr_cuda_graphs if cuda_graphs is None else cuda_graphs
+    engine = SREngine(SHIPPED_SMFANET, device=device, batch_tiles="auto", max_batch=16, cuda_graphs=graphs)
     inputs = [np.asarray(crop(i, side)) for i in range(count)]
     out_mp = (side * 4) ** 2 / 1e6
 
