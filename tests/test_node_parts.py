@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -86,6 +88,44 @@ def test_node_pixels_keep_to_their_budget_oldest_first(tmp_path):
         os.utime(pixels._path((f"content:{i}", "")), (i, i))  # written in this order, to the second
     assert pixels.nbytes() <= 8 * one
     assert pixels.get(("content:19", "")) is not None and pixels.get(("content:0", "")) is None
+
+
+def test_a_trim_skips_what_other_processes_remove_meanwhile(tmp_path, monkeypatch):
+    """Workers release sessions while another trims: a session folder listed, then removed before it is read, and a
+    file listed, then removed before its size is read, are skipped (this raised from a tool call under load)."""
+    one = 64 * 64 * 4 + HEADER.size
+    pixels = NodePixels(tmp_path / "px", 4 * one)
+    for i in range(4):
+        pixels.put((f"sess{i}", "img"), Image.new("RGB", (64, 64), (i, i, i)))
+    released, emptied = pixels._path(("sess1", "img")).parent, pixels._path(("sess2", "img")).parent
+    real = os.scandir
+
+    class Listed(list):  # what a scandir read, with its context manager
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def racing(path):
+        if isinstance(path, int):  # rmtree's own, by descriptor
+            return real(path)
+        if Path(path) == released:
+            shutil.rmtree(released)  # another worker released the session after its folder was listed
+        with real(path) as entries:
+            found = Listed(entries)
+        if Path(path) == emptied:
+            for entry in found:
+                os.unlink(entry.path)  # and another trimmed a file after it was listed
+        return found
+
+    monkeypatch.setattr(os, "scandir", racing)
+    assert pixels.nbytes() == 2 * one
+    for i in range(4, 8):  # past the budget: each put may trim
+        pixels.put((f"sess{i}", "img"), Image.new("RGB", (64, 64), (i, i, i)))
+    pixels._trim()
+    monkeypatch.undo()
+    assert pixels.nbytes() <= 4 * one and pixels.get(("sess7", "img")) is not None
 
 
 def test_an_image_shared_by_content_is_made_once_for_the_node_while_the_others_wait(tmp_path):

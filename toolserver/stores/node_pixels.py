@@ -234,12 +234,8 @@ class NodePixels:
 
     def _trim(self) -> None:
         """Remove the least recently written files until the directory holds 90% of the budget."""
-        files: list[tuple[float, int, Path]] = []
-        for path in (*(self.directory / "c").glob("*"), *(self.directory / "s").rglob("*")):  # not `h/`: held
-            with contextlib.suppress(OSError):
-                st = path.stat()
-                if path.is_file():
-                    files.append((st.st_mtime, st.st_size, path))
+        files = [(st.st_mtime, st.st_size, path) for part in ("c", "s")  # not `h/`: held
+                 for path, st in _files(self.directory / part)]
         total = sum(size for _, size, _ in files)
         if total <= self.max_bytes:
             return
@@ -251,7 +247,7 @@ class NodePixels:
                 total -= size
 
     def nbytes(self) -> int:
-        return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
+        return sum(st.st_size for _, st in _files(self.directory))
 
 
 class Mappings:
@@ -337,6 +333,25 @@ def _unpacked(mode: str, size: tuple[int, int], data: memoryview, raw: tuple[str
     image = Image.new(mode, size, None)
     image.frombytes(data, "raw", raw)
     return image
+
+
+def _files(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """Every file under `root` with its stat. Other processes remove files and whole session folders meanwhile
+    (a released session, a trim of theirs): what is gone by the time it is read is skipped, not an error."""
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                found = list(entries)
+        except OSError:
+            continue
+        for entry in found:
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    yield Path(entry.path), entry.stat(follow_symlinks=False)
 
 
 def _safe(name: str) -> str:
