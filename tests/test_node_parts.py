@@ -21,16 +21,20 @@ BRIDGE = PHOTOS / "Bridge_by_Sander_Klootwijk.jpg"
 # -- the node's shared decoded images -------------------------------------------------------------------
 @pytest.mark.parametrize(("mode", "pixel_bytes"), [("RGB", 4), ("RGBA", 4), ("L", 1), ("LA", 2), ("I;16", 2),
                                                    ("F", 4), ("CMYK", 4), ("1", None)])
-def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode, pixel_bytes):
-    """The whole image and any box of it, as another process reads them; RGB is kept as RGBX (Pillow's own layout,
-    four bytes a pixel, so that a box's rows are plain copies)."""
+@pytest.mark.parametrize("size", [(97, 61), (1100, 700)])  # one chunk written, and several (rawpixels.CHUNK_BYTES)
+def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode, pixel_bytes, size):
+    """The whole image and any box of it, as another process reads them, kept or held; RGB is kept as RGBX (Pillow's
+    own layout, four bytes a pixel, so that a box's rows are plain copies)."""
     pixels = NodePixels(tmp_path / "px", 1 << 30)
-    image = Image.open(BRIDGE).convert("RGB").resize((97, 61)).convert(mode)
+    image = Image.open(BRIDGE).convert("RGB").resize(size).convert(mode)
     pixels.put(("content:abc", ""), image)
+    written = pixels.hold("sess", "held", image)
+    assert written == pixels._path(("content:abc", "")).stat().st_size
     other = NodePixels(tmp_path / "px", 1 << 30)  # as another process would read it
     again = other.get(("content:abc", ""))
     assert again is not None and again is not image
     assert again.mode == image.mode and again.size == image.size and again.tobytes() == image.tobytes()
+    assert other.held("sess", "held").tobytes() == image.tobytes()
     if mode in ("RGB", "RGBA", "L"):  # Pillow's own layout: the file's pages themselves, read-only
         assert again.readonly
         again.putpixel((0, 0), (1, 2, 3, 4)[:len(again.getbands())] if mode != "L" else 5)  # Pillow copies first
@@ -38,11 +42,13 @@ def test_node_pixels_give_back_the_same_pixels_in_another_object(tmp_path, mode,
     if pixel_bytes is None:  # bits packed eight a byte: no box is cut from its rows
         assert other.region(("content:abc", ""), (1, 2, 30, 40)) is None
         return
-    assert other._path(("content:abc", "")).stat().st_size == HEADER.size + 97 * 61 * pixel_bytes
-    for box in [(0, 0, 97, 61), (13, 7, 58, 60), (96, 60, 97, 61), (0, 30, 1, 31)]:
+    assert other._path(("content:abc", "")).stat().st_size == HEADER.size + size[0] * size[1] * pixel_bytes
+    for box in [(0, 0, *size), (13, 7, 58, 60), (size[0] - 1, size[1] - 1, *size), (0, 30, 1, 31)]:
         cut = other.region(("content:abc", ""), box)
         assert cut is not None and cut.mode == mode and cut.tobytes() == image.crop(box).tobytes(), box
-    assert other.region(("content:abc", ""), (10, 10, 98, 20)) is None  # not inside the image
+        held = other.held_region("sess", "held", box)
+        assert held is not None and held.tobytes() == cut.tobytes(), box
+    assert other.region(("content:abc", ""), (10, 10, size[0] + 1, 20)) is None  # not inside the image
 
 
 def test_node_pixels_skip_palettes_miss_cleanly_and_drop_a_session(tmp_path):

@@ -23,6 +23,8 @@ import numba
 import numpy as np
 from PIL import Image
 
+from toolserver.rawpixels import raw_array
+
 log = logging.getLogger(__name__)
 
 PRECISION_BITS = 22  # Pillow's: 32 bits less 8 for the pixel and 2 for the filter's overshoot
@@ -193,8 +195,9 @@ def _self_check() -> bool:
 
 
 def _resize(image: Image.Image, size: tuple[int, int]) -> Image.Image:
-    rows = np.frombuffer(image.tobytes("raw", "RGBX"), np.uint8).reshape(image.height, image.width * 4)
-    return Image.frombytes("RGB", size, resize_rgbx(rows, size), "raw", "RGBX")
+    # The source's rows are read a chunk at a time and let go before the result is copied into an image: a 13 MP
+    # photograph's resize peaks at its rows, one pass's output and the result, not twice its rows more.
+    return Image.frombytes("RGB", size, resize_rgbx(raw_array(image, "RGBX", 4), size), "raw", "RGBX")
 
 
 def resize_bicubic(image: Image.Image, size: tuple[int, int]) -> Image.Image:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+
+from PIL import Image
 
 from toolserver.core.shared_decodes import SharedDecodes
 from toolserver.core.wiring import Services
@@ -131,11 +133,16 @@ class Intake:
                     raise TooLarge(f"at most {s.max_images_per_session} images per session (a video's frames "
                                    "count as images)")
                 continue
-            image = await self.shared.decode(item.data, alpha, partial(
-                pool.run, _decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha),
-                known=partial(pool.run, self.services.store.decoded_input))
+            decode = partial(_decode, item.data, s.max_image_bytes, s.max_image_pixels, alpha)
+            image = await self.shared.decode(item.data, alpha, partial(pool.run, decode), known=partial(
+                pool.run, self._stored, decode))
             decoded.images.append((image, item.key))
         return decoded
+
+    def _stored(self, decode: Callable[[], DecodedImage], content: str) -> Image.Image | None:
+        """The store's pixels of an upload, which it decodes with `decode` where it has none (a node: one worker
+        decodes while the others that got the same bytes wait); None where it keeps none (decoded by the caller)."""
+        return self.services.store.decoded_input(content, lambda: decode().pixels)
 
     def _decode_video(self, item: RawImage, every_frame: bool = False) -> tuple[DecodedVideo, list[DecodedImage]]:
         """The sampled frames, as decoded images whose source is a PNG (or nothing: see below)."""

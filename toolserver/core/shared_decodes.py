@@ -4,8 +4,8 @@ and each would otherwise decode it (≈ 50 ms for 12 MP) and hold its own 38 MB 
 
 Pixels are immutable once registered, so sharing them is safe. Nothing is kept for its own sake: an entry lives
 as long as some session holds its pixels (a weak reference), and concurrent first uploads of the same bytes
-wait for one decode instead of racing. Where the store has the pixels already (a node's shared copy, decoded by
-another worker or for an earlier session), they are read from there instead of decoding the bytes again.
+wait for one decode instead of racing. Where the store keeps pixels (a node's shared copy), it is asked first: it
+reads them from there, or decodes them once for the whole node while its other workers wait for them.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class SharedDecodes:
     async def decode(self, data: bytes, alpha: str, decode: Callable[[], Awaitable[DecodedImage]],
                      known: Callable[[str], Awaitable[Image.Image | None]] | None = None) -> DecodedImage:
         """`decode()`'s result for these bytes, computed once while any session holds it. `known(content)`: the
-        pixels a store's process or node decoded already (a node's other worker, a session gone from this one's
-        memory), taken instead of decoding again."""
+        pixels a store keeps for them (decoded already by a node's other worker or for a session gone from this
+        one's memory, else decoded by the store itself, once a node), taken instead of `decode()`; None: decode."""
         key = (hashlib.sha256(data).digest(), alpha)
         content = f"{key[0].hex()}:{alpha}"
         pixels = self._pixels.get(key)

@@ -148,9 +148,11 @@ class SessionStore(ABC):
         instead of its pixels, where the store can remake it in any of its processes; None where it does not."""
         return None
 
-    def decoded_input(self, content: str) -> Image.Image | None:
-        """The pixels of an upload this store's process or node decoded already, by `content` (the bytes' digest and
-        alpha rule, `DecodedImage.content`), read in a worker thread; None where it has none (decode the upload)."""
+    def decoded_input(self, content: str, decode: Callable[[], Image.Image]) -> Image.Image | None:
+        """The pixels of an upload by `content` (the bytes' digest and alpha rule, `DecodedImage.content`), in a
+        worker thread: those this store's process or node decoded already, else `decode()`'s, kept for the others
+        (in a node, one process decodes while the others that got the same bytes wait for it); None where the store
+        keeps no pixels of its own (the caller decodes)."""
         return None
 
     async def sweep_ended(self) -> int:

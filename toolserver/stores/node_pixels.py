@@ -46,6 +46,7 @@ from pathlib import Path
 from PIL import Image
 
 from toolserver.memorymap import PixelBox
+from toolserver.rawpixels import CHUNK_BYTES, write_raw
 
 log = logging.getLogger("toolserver.store")
 MAGIC = b"TSPX"
@@ -100,7 +101,13 @@ class NodePixels:
         for other modes a copy of this process."""
         return self._read(self._path(key))
 
-    def _read(self, path: Path, box: PixelBox | None = None) -> Image.Image | None:
+    def mapping(self, key: tuple[str, str]) -> Image.Image | None:
+        """The node's read-only mapping of `key`, for the process that has just written it (not counted as a hit),
+        or None where its layout is read as a copy or it was not kept."""
+        image = self._read(self._path(key), count=False)
+        return image if image is not None and image.readonly else None
+
+    def _read(self, path: Path, box: PixelBox | None = None, *, count: bool = True) -> Image.Image | None:
         try:
             mm = self._maps.get(path)
             magic, raw, width, height = HEADER.unpack_from(mm, 0)
@@ -122,11 +129,13 @@ class NodePixels:
                     start = HEADER.size + (top * width + left) * size
                     image = _unpacked(mode, (right - left, bottom - top), view[start:], (layout, width * size))
         except (FileNotFoundError, ValueError, struct.error, OSError):
-            with self._lock:
-                self.misses += 1
+            if count:
+                with self._lock:
+                    self.misses += 1
             return None
-        with self._lock:
-            self.hits += 1
+        if count:
+            with self._lock:
+                self.hits += 1
         return image
 
     def region(self, key: tuple[str, str], box: PixelBox) -> Image.Image | None:
@@ -143,15 +152,17 @@ class NodePixels:
         if path.exists():
             return
         layout = LAYOUT.get(image.mode, image.mode)
-        data = image.tobytes("raw", layout)
-        if len(data) + HEADER.size > self.max_bytes:
+        nbytes = _nbytes(image, layout)
+        if nbytes + HEADER.size > self.max_bytes:
             return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(HEADER.pack(MAGIC, layout.encode(), image.width, image.height))
-                f.write(data)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:  # the pixels a chunk at a time: no second copy of the image in this process (rawpixels.py)
+                write_raw(fd, image, layout, HEADER.pack(MAGIC, layout.encode(), image.width, image.height))
+            finally:
+                os.close(fd)
             os.replace(tmp, path)
         except OSError as exc:  # a full tmpfs, a removed directory at shutdown: the caller decoded it anyway
             log.debug("node pixels not kept: %s", exc)
@@ -159,7 +170,7 @@ class NodePixels:
                 tmp.unlink()
             return
         with self._lock:
-            self._written += len(data) + HEADER.size
+            self._written += nbytes + HEADER.size
             measure = self._written >= self.max_bytes // 8
             if measure:
                 self._written = 0
@@ -175,10 +186,10 @@ class NodePixels:
         path = folder / _safe(name)
         layout = LAYOUT.get(image.mode, image.mode)
         header = HEADER.pack(MAGIC, layout.encode(), image.width, image.height)
-        data = image.tobytes("raw", layout)
-        # Written in place, in as few system calls as can be (each gives up the GIL, and getting it back from a busy
-        # event loop costs up to its switch interval): no reader knows the name before the call commits it, and
-        # the name is new (O_EXCL), so no temporary name and rename are needed.
+        # Written in place: no reader knows the name before the call commits it, and the name is new (O_EXCL), so
+        # no temporary name and rename are needed. An image of one chunk (most crops) is one system call (each
+        # gives up the GIL, and getting it back from a busy event loop costs up to its switch interval); a larger
+        # one goes a chunk at a time, with no second copy of it in this process.
         fd = -1
         try:
             if session_id not in self._dirs:
@@ -187,10 +198,13 @@ class NodePixels:
                     self._dirs.add(session_id)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
-                written = os.writev(fd, [header, data])
+                if _nbytes(image, layout) <= CHUNK_BYTES:
+                    written = os.writev(fd, [header, image.tobytes("raw", layout)])
+                else:
+                    written = write_raw(fd, image, layout, header)
             finally:
                 os.close(fd)
-            if written != len(header) + len(data):
+            if written != len(header) + _nbytes(image, layout):
                 raise OSError(f"short write ({written} bytes)")
         except OSError as exc:  # a full tmpfs, a session folder swept meanwhile: the caller encodes it instead
             log.debug("node pixels not held: %s", exc)
@@ -333,6 +347,13 @@ def _unpacked(mode: str, size: tuple[int, int], data: memoryview, raw: tuple[str
     image = Image.new(mode, size, None)
     image.frombytes(data, "raw", raw)
     return image
+
+
+def _nbytes(image: Image.Image, layout: str) -> int:
+    """The bytes of the image's pixels in `layout`."""
+    if layout == "1":  # eight pixels a byte, each row to a whole byte
+        return image.height * ((image.width + 7) // 8)
+    return image.width * image.height * PIXEL_BYTES[layout]
 
 
 def _files(root: Path) -> Iterator[tuple[Path, os.stat_result]]:

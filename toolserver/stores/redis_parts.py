@@ -1,6 +1,5 @@
 """Pieces of the Redis session store: its Lua scripts (every write checks, in one step, that the session
-still exists and fits its byte budget), the replica's cache of decoded images, and texts read on demand.
-"""
+still exists and fits its byte budget), the replica's cache of decoded images, and texts read on demand."""
 
 from __future__ import annotations
 
@@ -254,9 +253,7 @@ class DecodedCache:
     def _load(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True) -> Image.Image:
         with self._lock:
             self.misses += 1
-        image = load()
-        self.put(key, image, node=node)
-        return image
+        return self.put(key, load(), node=node)
 
     def peek(self, key: tuple[str, str], *, node: bool = True) -> Image.Image | None:
         """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read)."""
@@ -271,11 +268,14 @@ class DecodedCache:
             self._cache[key] = image
         return image
 
-    def put(self, key: tuple[str, str], image: Image.Image, *, node: bool = True) -> None:
-        with self._lock, contextlib.suppress(ValueError):
-            self._cache[key] = image
+    def put(self, key: tuple[str, str], image: Image.Image, *, node: bool = True) -> Image.Image:
+        """Keep `image`; the copy kept: the node's mapping of it where the node keeps it so (one copy a node)."""
         if node and self.node is not None:
             self.node.put(key, image)
+            image = self.node.mapping(key) or image
+        with self._lock, contextlib.suppress(ValueError):
+            self._cache[key] = image
+        return image
 
     def drop_session(self, session_id: str) -> None:
         with self._lock:

@@ -100,9 +100,10 @@ class SessionRecords:
         entry.depth = rec.get("n", 0)
         return entry
 
-    def decoded_input(self, content: str) -> Image.Image | None:
-        """An upload's pixels by content: this process's cache, else the node's copy (kept in the cache)."""
-        return self.cache.peek(pixels_key("", "", content))
+    def decoded_input(self, content: str, decode: Callable[[], Image.Image]) -> Image.Image | None:
+        """An upload's pixels by content: this process's cache, else the node's copy, else `decode()`'s (by one
+        process of the node at a time: a GRPO group's first uploads reach every worker at once), kept."""
+        return self.cache.get(pixels_key("", "", content), decode)
 
 
 class _Loader:
