@@ -96,6 +96,24 @@ def test_node_pixels_keep_to_their_budget_oldest_first(tmp_path):
     assert pixels.get(("content:19", "")) is not None and pixels.get(("content:0", "")) is None
 
 
+def test_a_worker_keeps_the_node_s_mapping_of_what_it_loaded_and_gives_back_a_large_load_s_memory(tmp_path,
+                                                                                                 monkeypatch):
+    """What a worker decoded or made goes to the node's files, and the worker keeps (and answers with) the node's
+    read-only mapping of it, not its own copy; after a load of 16 MB or more, malloc's freed pages go back at once."""
+    from toolserver.stores import redis_parts
+
+    trims = []
+    monkeypatch.setattr(redis_parts, "give_back_freed_memory", lambda: trims.append(1) or True)
+    cache = redis_parts.DecodedCache(1 << 30, NodePixels(tmp_path / "px", 1 << 30))
+    small = Image.open(BRIDGE).convert("RGB").resize((97, 61))
+    got = cache.get(("content:small", ""), lambda: small.copy())
+    assert got.readonly and got.tobytes() == small.tobytes() and trims == []
+    large = Image.new("RGB", (2400, 2400), (9, 8, 7))  # over 16 MiB of pixels
+    got = cache.get(("content:large", ""), lambda: large.copy())
+    assert got.readonly and got.tobytes() == large.tobytes() and trims == [1]
+    assert cache.get(("content:large", ""), lambda: pytest.fail("loaded twice")) is got
+
+
 def test_a_trim_skips_what_other_processes_remove_meanwhile(tmp_path, monkeypatch):
     """Workers release sessions while another trims: a session folder listed, then removed before it is read, and a
     file listed, then removed before its size is read, are skipped (this raised from a tool call under load)."""

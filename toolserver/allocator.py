@@ -10,6 +10,10 @@
   node's worker that had written the thumbnails of released sessions held 428 MB of PSS idle, 147 MB after a trim
   (docs/node.md, "Memory").
 
+- `map_large_blocks`: in each of a node's workers where `NODE_MMAP_THRESHOLD_BYTES` asks, large blocks from the
+  system and back to it when freed: sixteen heaps each kept what a burst of 1.3 MB request bodies had freed, at
+  a price in page faults (docs/node.md).
+
 Written by hand: each call is one line of `ctypes`, and no maintained library wraps them.
 """
 
@@ -22,6 +26,7 @@ from typing import Any
 
 MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's malloc.h
+_M_MMAP_THRESHOLD = -3
 
 
 @functools.cache
@@ -41,6 +46,17 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     if libc is None or "MALLOC_ARENA_MAX" in os.environ:
         return False
     return bool(libc.mallopt(_M_ARENA_MAX, arenas))
+
+
+def map_large_blocks(threshold: int) -> bool:
+    """Serve every block of at least `threshold` bytes from pages of its own, given back to the system when it is
+    freed, unless `MALLOC_MMAP_THRESHOLD_` is set (glibc has read it then) or `threshold` is 0; whether it was set.
+    glibc's default starts at 128 KiB and rises to the largest block freed so far (up to 32 MiB), after which those
+    blocks come from the heap and stay with the process when freed; a fixed threshold also stops that rise."""
+    libc = _libc()
+    if libc is None or threshold <= 0 or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold))
 
 
 def give_back_freed_memory() -> bool:

@@ -99,6 +99,10 @@ class Settings(BaseSettings):
         "accept on, where a worker that wakes first may take most of a burst of connections (docs/node.md)."))
     node_pixels_bytes: int = Field(default=2 * GiB, ge=0, description=(
         "Several server processes: decoded images kept once for the whole node in shared memory (0: off)."))
+    node_mmap_threshold_bytes: int = Field(default=0, ge=0, description=(
+        "Several server processes: each worker's malloc serves blocks of at least this size from pages of their own, "
+        "given back to the system when freed (glibc's `M_MMAP_THRESHOLD`), instead of from its heap, which keeps "
+        "what it freed: less memory at a peak for more CPU a call (docs/node.md; 0: glibc's default)."))
     node_dir: Path | None = Field(default=None, description=(
         "Set by `toolserver serve` in its worker processes: the node's private runtime directory (the session "
         "store's socket, the shared decoded images, the model hosts' sockets)."))

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolserver.allocator import map_large_blocks
 from toolserver.config import GiB, Settings
 from toolserver.node.handoff import Dispatcher
 from toolserver.node.services import ChildService, NodeChroma, NodeError, NodeRedis, die_with_parent
@@ -195,6 +196,7 @@ class Supervisor:
             code = 1
             try:
                 die_with_parent()
+                map_large_blocks(worker_settings.node_mmap_threshold_bytes)  # its bursts' memory goes back
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, signal.SIG_DFL)
                 if self.dispatcher is not None and link is not None:  # connections come over its link
@@ -246,16 +248,31 @@ WORKER_MODULES = (
     "toolserver.serving", "toolserver.stores.redis", "toolserver.stores.redis_node", "toolserver.stores.node_pixels",
     "toolserver.core.modelhosts", "redis.asyncio", "httpx", "sse_starlette", "pythonjsonlogger.json",
     "uvicorn.loops.auto", "uvicorn.loops.uvloop", "uvicorn.protocols.http.httptools_impl",
-    "uvicorn.protocols.http.h11_impl", "trio", "uvicorn.lifespan.on",
+    "uvicorn.protocols.http.h11_impl", "trio", "uvicorn.lifespan.on", "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto", "uvicorn.protocols.websockets.websockets_sansio_impl",
+    "anyio._backends._asyncio", "anyio.streams.stapled", "anyio.streams.tls", "fastapi.staticfiles",
+    "fastapi.telemetry._runtime", "fastapi_offline", "PIL.features",
 )
 
 
+# What each process checks once, done before the fork instead: each loads compiled kernels from numba's cache and
+# checks them against the library they stand in for (17 MB of the bicubic resize's, 11 MB of the sentence
+# splitter's, which every worker built again for itself; docs/node.md). Pillow's `init` imports its format plugins.
+WORKER_CHECKS = ("toolserver.resample:exact_here", "toolserver.validation.sentences:native_punkt", "PIL.Image:init")
+
+
 def share_before_fork() -> None:
-    """Import the workers' modules in the supervisor and freeze the collector's view of what it holds, so that
-    every forked worker shares those pages (measured: docs/node.md, "Memory")."""
+    """Import the workers' modules in the supervisor, run their one-time checks, and freeze the collector's view of
+    what it holds, so that every forked worker shares those pages (measured: docs/node.md, "Memory")."""
     for name in WORKER_MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    for check in WORKER_CHECKS:
+        module, function = check.split(":")
+        try:
+            getattr(importlib.import_module(module), function)()
+        except Exception as exc:  # a worker runs the check again, and reports it, when a call needs it
+            log.debug("%s not run before the fork: %s", check, exc)
     gc.collect()
     gc.freeze()
 

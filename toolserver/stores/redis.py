@@ -74,9 +74,8 @@ from toolserver.stores.redis_parts import (
     image_records,
     pixels_key,
     redis_guard,
-    scan_sessions,
 )
-from toolserver.stores.redis_records import RECORDS_CACHED, SessionRecords
+from toolserver.stores.redis_records import RECORDS_CACHED, SessionRecords, scan_sessions
 
 log = logging.getLogger("toolserver.redis")
 

@@ -16,14 +16,13 @@ import redis
 from cachetools import LRUCache
 from PIL import Image
 
+from toolserver.allocator import give_back_freed_memory
 from toolserver.errors import BadRequest, SessionGone, Unavailable
 from toolserver.memorymap import Blob, DerivedPixels, HeldPixels, ImageEntry, SessionMap, image_nbytes
-from toolserver.models import SessionSettings
-from toolserver.ownership import may_see
-from toolserver.stores.contract import SessionSummary
 from toolserver.stores.node_pixels import NodePixels
 
 log = logging.getLogger("toolserver.redis")
+TRIM_AFTER_BYTES = 16 << 20  # a node worker's load of an image at least this large gives back malloc's freed pages
 
 # KEYS: meta images blobs texts textlen gone calls outcomes. ARGV: tombstone_ms, reason, first_new.
 # Touch: restart every key's idle timer and return the state (the image records from `first_new` on: the reader
@@ -253,7 +252,10 @@ class DecodedCache:
     def _load(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True) -> Image.Image:
         with self._lock:
             self.misses += 1
-        return self.put(key, load(), node=node)
+        image = self.put(key, load(), node=node)
+        if self.node is not None and image_nbytes(image) >= TRIM_AFTER_BYTES:  # a photograph decoded, a view made:
+            give_back_freed_memory()  # what it took in passing goes back now, not at the next sweep (allocator.py)
+        return image
 
     def peek(self, key: tuple[str, str], *, node: bool = True) -> Image.Image | None:
         """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read)."""
@@ -319,27 +321,6 @@ class RemoteTexts(Mapping[str, str]):
     def copy(self) -> RemoteTexts:
         """Itself: a remote view reads each text when asked, so a call never sees a half-added text."""
         return self
-
-
-async def scan_sessions(redis: Any, prefix: str, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
-    """Every replica's sessions the caller may see (toolserver.ownership), oldest first: a SCAN over the meta keys
-    (bounded by the sessions Redis holds), their fields read in one round trip."""
-    rows = []
-    keys = [key async for key in redis.scan_iter(match=f"{prefix}:{{*}}:meta", count=1000)]
-    async with redis.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings", "owner")
-        replies = await pipe.execute() if keys else []
-    for key, fields in zip(keys, replies, strict=True):
-        if fields[4] is None or not may_see(fields[5].decode() if fields[5] else None):  # expired, or not theirs
-            continue
-        session_id = key.decode().split("{", 1)[1].rsplit("}", 1)[0]
-        profile = fields[1].decode() if fields[1] else SessionSettings.model_validate_json(fields[4]).profile
-        created = int(fields[0]) / 1000 if fields[0] else None
-        rows.append((created or 0.0, SessionSummary(session_id, profile, int(fields[2] or 0), int(fields[3] or 0),
-                                                    time.time() - created if created else None)))
-    rows.sort(key=lambda row: row[0])
-    return [summary for _, summary in rows[offset:offset + limit]], len(rows)
 
 
 def wait_for_redis(url: str, timeout_s: float = 10.0) -> None:

@@ -7,12 +7,14 @@ only for the ones after them, so a call does not parse every earlier image's rec
 issue #41). An entry's pixels come from the upload's bytes in Redis, from the node's memory (`held`), or are remade
 from another image of the session (`derived`, a crop's recipe), always through the process's decoded cache. A part
 of an image (a zoom's box) is cut from the process's cached pixels where it has them, else read from the node's
-memory alone, without copying the whole image into the process (`ImageEntry.region`).
+memory alone, without copying the whole image into the process (`ImageEntry.region`). The sessions a caller may
+see are listed from their meta records (`scan_sessions`).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,7 @@ from toolserver.errors import NotFound, SessionGone, Unavailable
 from toolserver.memorymap import Derivation, ImageEntry, PixelBox, SessionMap
 from toolserver.models import SessionSettings
 from toolserver.ownership import may_see
+from toolserver.stores.contract import SessionSummary
 from toolserver.stores.redis_parts import DERIVED, HELD, DecodedCache, RemoteTexts, pairs, pixels_key
 
 RECORDS_CACHED = 4096  # sessions whose image records a process keeps between their calls
@@ -158,3 +161,24 @@ class _Loader:
         if node is None:
             return None
         return node.held_region(self.session_id, rec["b"], box) if rec["s"] == HELD else node.region(self.key, box)
+
+
+async def scan_sessions(redis: Any, prefix: str, offset: int, limit: int) -> tuple[list[SessionSummary], int]:
+    """Every replica's sessions the caller may see (toolserver.ownership), oldest first: a SCAN over the meta keys
+    (bounded by the sessions Redis holds), their fields read in one round trip."""
+    rows = []
+    keys = [key async for key in redis.scan_iter(match=f"{prefix}:{{*}}:meta", count=1000)]
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.hmget(key, "created_ms", "profile", "count", "tool_calls", "settings", "owner")
+        replies = await pipe.execute() if keys else []
+    for key, fields in zip(keys, replies, strict=True):
+        if fields[4] is None or not may_see(fields[5].decode() if fields[5] else None):  # expired, or not theirs
+            continue
+        session_id = key.decode().split("{", 1)[1].rsplit("}", 1)[0]
+        profile = fields[1].decode() if fields[1] else SessionSettings.model_validate_json(fields[4]).profile
+        created = int(fields[0]) / 1000 if fields[0] else None
+        rows.append((created or 0.0, SessionSummary(session_id, profile, int(fields[2] or 0), int(fields[3] or 0),
+                                                    time.time() - created if created else None)))
+    rows.sort(key=lambda row: row[0])
+    return [summary for _, summary in rows[offset:offset + limit]], len(rows)
