@@ -150,9 +150,9 @@ class SessionStore(ABC):
 
     def decoded_input(self, content: str, decode: Callable[[], Image.Image]) -> Image.Image | None:
         """The pixels of an upload by `content` (the bytes' digest and alpha rule, `DecodedImage.content`), in a
-        worker thread: those this store's process or node decoded already, else `decode()`'s, kept for the others
-        (in a node, one process decodes while the others that got the same bytes wait for it); None where the store
-        keeps no pixels of its own (the caller decodes)."""
+        worker thread: those this store's process or node decoded already, else, in a node, `decode()`'s, kept for
+        the others (one process decodes while the others that got the same bytes wait for it); None where it has
+        none to give (the caller decodes)."""
         return None
 
     async def sweep_ended(self) -> int:

@@ -104,9 +104,11 @@ class SessionRecords:
         return entry
 
     def decoded_input(self, content: str, decode: Callable[[], Image.Image]) -> Image.Image | None:
-        """An upload's pixels by content: this process's cache, else the node's copy, else `decode()`'s (by one
-        process of the node at a time: a GRPO group's first uploads reach every worker at once), kept."""
-        return self.cache.get(pixels_key("", "", content), decode)
+        """An upload's pixels by content: this process's cache, else the node's copy, else in a node `decode()`'s (by
+        one process of the node at a time: a GRPO group's first uploads reach every worker at once), kept. A replica
+        without a node leaves the decode to the intake, which registers what it decoded (not a miss here)."""
+        key = pixels_key("", "", content)
+        return self.cache.get(key, decode) if self.cache.node is not None else self.cache.peek(key)
 
 
 class _Loader:
