@@ -186,6 +186,7 @@ class NodePixels:
         path = folder / _safe(name)
         layout = LAYOUT.get(image.mode, image.mode)
         header = HEADER.pack(MAGIC, layout.encode(), image.width, image.height)
+        nbytes = _nbytes(image, layout)
         # Written in place: no reader knows the name before the call commits it, and the name is new (O_EXCL), so
         # no temporary name and rename are needed. An image of one chunk (most crops) is one system call (each
         # gives up the GIL, and getting it back from a busy event loop costs up to its switch interval); a larger
@@ -198,13 +199,13 @@ class NodePixels:
                     self._dirs.add(session_id)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
-                if _nbytes(image, layout) <= CHUNK_BYTES:
+                if nbytes <= CHUNK_BYTES:
                     written = os.writev(fd, [header, image.tobytes("raw", layout)])
                 else:
                     written = write_raw(fd, image, layout, header)
             finally:
                 os.close(fd)
-            if written != len(header) + _nbytes(image, layout):
+            if written != len(header) + nbytes:
                 raise OSError(f"short write ({written} bytes)")
         except OSError as exc:  # a full tmpfs, a session folder swept meanwhile: the caller encodes it instead
             log.debug("node pixels not held: %s", exc)

@@ -244,15 +244,19 @@ class DecodedCache:
         if (image := self.peek(key, node=node)) is not None:
             return image
         if not (node and self.node is not None and key[0].startswith("content:")):
-            return self._load(key, load, node=node)
+            return self._trimmed(self._load(key, load, node=node))
         with self.node.single_flight(key, pool):
-            found = self.peek(key)  # made by another process while this one waited?
-            return found if found is not None else self._load(key, load)
+            if (found := self.peek(key)) is not None:  # made by another process while this one waited
+                return found
+            image = self._load(key, load)
+        return self._trimmed(image)  # the waiting processes need not wait for the trim too
 
     def _load(self, key: tuple[str, str], load: Callable[[], Image.Image], *, node: bool = True) -> Image.Image:
         with self._lock:
             self.misses += 1
-        image = self.put(key, load(), node=node)
+        return self.put(key, load(), node=node)
+
+    def _trimmed(self, image: Image.Image) -> Image.Image:
         if self.node is not None and image_nbytes(image) >= TRIM_AFTER_BYTES:  # a photograph decoded, a view made:
             give_back_freed_memory()  # what it took in passing goes back now, not at the next sweep (allocator.py)
         return image
