@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import statistics
@@ -211,11 +212,16 @@ def one_run(server_cls, n: int, calls: int, urls: list[str], tag: str) -> dict:
 
 
 def server_tree(server) -> tuple[list[int], dict[int, str]]:
-    """The server's processes after its warm-up (one that ended meanwhile is not followed)."""
+    """The server's processes after its warm-up (one that ended meanwhile is not followed): its process group and
+    every descendant, those in sessions of their own too (a node's model hosts, its Redis and Chroma servers)."""
     import psutil
 
     pids, cmdlines = [], {}
-    for pid in server.pids():
+    found = list(server.pids())
+    for pid in list(found):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found += [c.pid for c in psutil.Process(pid).children(recursive=True) if c.pid not in found]
+    for pid in dict.fromkeys(found):
         try:
             cmdlines[pid] = " ".join(psutil.Process(pid).cmdline())
             pids.append(pid)

@@ -103,6 +103,10 @@ class Settings(BaseSettings):
         "Several server processes: each worker's malloc serves blocks of at least this size from pages of their own, "
         "given back to the system when freed (glibc's `M_MMAP_THRESHOLD`), instead of from its heap, which keeps "
         "what it freed: less memory at a peak for more CPU a call (docs/node.md; 0: glibc's default)."))
+    node_trim_after_bytes: int = Field(default=1 << 20, ge=0, description=(
+        "Several server processes: after a request whose body and response carried at least this many bytes, the "
+        "worker gives its malloc's freed pages back to the system (`malloc_trim`, in a thread, one at a time), so "
+        "that each worker does not keep the high-water mark of its bursts (docs/node.md; 0: only at each sweep)."))
     node_dir: Path | None = Field(default=None, description=(
         "Set by `toolserver serve` in its worker processes: the node's private runtime directory (the session "
         "store's socket, the shared decoded images, the model hosts' sockets)."))

@@ -41,7 +41,14 @@ from toolserver.config import Settings
 from toolserver.core import Core
 from toolserver.errors import ServiceError, Unauthorized
 from toolserver.formats import FORMATS
-from toolserver.middleware import BodyLimit, DrainGate, ProcessTime, RequestContext, internal_error_body
+from toolserver.middleware import (
+    BodyLimit,
+    DrainGate,
+    GiveBackAfterLarge,
+    ProcessTime,
+    RequestContext,
+    internal_error_body,
+)
 from toolserver.models import AddImagesRequest, CreateSessionRequest, IngestPathRequest
 from toolserver.ownership import Keys, caller
 
@@ -107,6 +114,8 @@ def create_app(settings: Settings | None = None, core: Core | None = None) -> Fa
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes,
                        overrides={"/v1/documents": max(settings.max_request_bytes, settings.doc_max_upload_bytes)})
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    if settings.worker_index is not None and settings.node_trim_after_bytes:  # a node's worker: its heap's share
+        app.add_middleware(GiveBackAfterLarge, min_bytes=settings.node_trim_after_bytes)
     app.add_middleware(ProcessTime)
     app.add_middleware(RequestContext, gate=gate, retry_after_s=settings.retry_after_s,  # outermost
                        worker=settings.worker_index)
