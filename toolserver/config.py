@@ -105,8 +105,9 @@ class Settings(BaseSettings):
         "what it freed: less memory at a peak for more CPU a call (docs/node.md; 0: glibc's default)."))
     node_trim_after_bytes: int = Field(default=1 << 20, ge=0, description=(
         "Several server processes: after a request whose body and response carried at least this many bytes, the "
-        "worker gives its malloc's freed pages back to the system (`malloc_trim`, in a thread, one at a time), so "
-        "that each worker does not keep the high-water mark of its bursts (docs/node.md; 0: only at each sweep)."))
+        "worker gives its malloc's freed pages back to the system (`malloc_trim`, in a thread, at most once every "
+        "0.5 s and once after the last such request), so that each worker does not keep the high-water mark of its "
+        "bursts (docs/node.md; 0: only at each sweep)."))
     node_dir: Path | None = Field(default=None, description=(
         "Set by `toolserver serve` in its worker processes: the node's private runtime directory (the session "
         "store's socket, the shared decoded images, the model hosts' sockets)."))

@@ -95,8 +95,8 @@ class GiveBackAfterLarge:
 
     A node's workers each keep their own heap, and glibc hands a freed block of a megabyte or more back to the
     system only from the heap's top: 16 workers each kept what a burst of 1.75 MB request bodies (verl-tool's
-    protocol carries the image in every call) had freed, 120-160 MB a worker (docs/node.md, "Memory"). The interval
-    bounds the price: pages given back are faulted in again by the next burst."""
+    protocol carries the image in every call) had freed, 133-195 MB private a worker (docs/node.md, "Memory"). The
+    interval bounds the price: pages given back are faulted in again by the next burst."""
 
     def __init__(self, app: Any, min_bytes: int, interval_s: float = TRIM_INTERVAL_S):
         self.app = app
