@@ -139,8 +139,9 @@ class GiveBackAfterLarge:
         elif self._timer is None:
             loop = asyncio.get_running_loop()
             wait = self._last + self.interval_s - loop.time()
-            self._timer = loop.call_later(wait, self._trim) if wait > 0 else None
-            if self._timer is None:
+            if wait > 0:
+                self._timer = loop.call_later(wait, self._trim)
+            else:
                 self._trim()
 
     def _trim(self) -> None:
