@@ -102,7 +102,7 @@ def main() -> None:
     from toolserver.batching import LocalTransport
     from toolserver.config import Settings
     from toolserver.core.modelhosts import ModelHosts
-    from toolserver.core.wiring import batch_rule, build_models
+    from toolserver.core.modelset import batch_rule, build_models
     from toolserver.hostlink import node_transports
     from toolserver.sr.service import SRFront
 

@@ -25,7 +25,7 @@ from toolserver.api import create_app
 from toolserver.batching import BatchRule, LocalTransport
 from toolserver.config import Settings
 from toolserver.core.modelhosts import ModelHosts, resolve_devices
-from toolserver.core.wiring import MODEL_NAMES, batch_rule, build_models
+from toolserver.core.modelset import MODEL_NAMES, batch_rule, build_models
 from toolserver.documents.encoder_service import EncoderFront
 from toolserver.hostlink import ModelHostError, ModelHostLost, ModelHostTimeout, node_transports, wire
 from toolserver.hostlink.client import MODEL_NAMES as HOST_MODEL_NAMES
@@ -203,3 +203,18 @@ def test_a_worker_told_the_addresses_reports_which_host_served(settings, hosts):
     assert 'toolserver_model_calls_served_total{model="smfanet",served_by="' in metrics
     text = json.dumps(ready)
     assert "model hosts (2 on this node)" in text and '"0/cpu"' in text and '"1/cpu"' in text
+
+
+def test_a_model_host_imports_the_models_and_not_the_server():
+    """A host process holds its device's models, not a copy of the server's libraries (170 MB private a host):
+    `python -m toolserver.core.modelhost` imports neither `Core` nor the stores, the tools, the sandbox or the
+    document library (and through them OpenCV, scikit-learn, numba)."""
+    server = ("toolserver.core.facade", "toolserver.core.wiring", "toolserver.stores", "toolserver.tools",
+              "toolserver.sandbox.executor", "toolserver.documents.library", "cv2", "sklearn", "numba")
+    code = ("import sys, toolserver.core.modelhost, toolserver.core.modelset\n"
+            f"print(','.join(m for m in {server!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == ""
+    from toolserver.core import Core  # the package's names are still there, imported when first used
+
+    assert Core.__name__ == "Core"

@@ -65,7 +65,8 @@ def test_the_command_line_takes_a_count_or_auto():
 def test_each_worker_gets_its_share_of_pillow_s_kept_blocks_unless_set(tmp_path):
     from toolserver.node.supervisor import worker_settings
 
-    assert worker_settings(Settings(), tmp_path, None, 16).image_blocks_kept == 4  # 16 // 16, at least 4
+    assert worker_settings(Settings(), tmp_path, None, 16).image_blocks_kept == 1  # the node keeps one process's 16
+    assert worker_settings(Settings(), tmp_path, None, 32).image_blocks_kept == 1  # at least 1
     assert worker_settings(Settings(), tmp_path, None, 2).image_blocks_kept == 8
     assert worker_settings(Settings(image_blocks_kept=16), tmp_path, None, 16).image_blocks_kept == 16  # as asked
 

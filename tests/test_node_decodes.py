@@ -71,3 +71,39 @@ def test_a_group_s_uploads_at_once_on_every_worker_are_decoded_once(tmp_path: Pa
             await core.stop()
 
     asyncio.run(main())
+
+
+def test_an_encoded_tool_image_is_neither_decoded_nor_copied_to_the_node(
+        tmp_path: Path, redis_server: RedisServer, monkeypatch):
+    """Pixel-Reasoner's crop returns the JPEG it sends, decoded only if a later call reads it (as one process keeps
+    it). A node's worker used to decode each such result at once to copy its pixels into the node (7.5 MB of tmpfs
+    for a 1.8 MP crop, mapped by that worker alone). The crop stays exact, and the archive still has its thumbnail."""
+    from toolserver.stores.node_pixels import NodePixels
+
+    crop = {"bbox_2d": [100, 100, 600, 500], "target_image": 1}
+    copied = []  # the session's own images written to the node's cache (not its upload's, shared by content)
+
+    def put(self, key, image):
+        if not key[0].startswith("content:"):
+            copied.append(key[1])
+        return real(self, key, image)
+
+    real = NodePixels.put
+    monkeypatch.setattr(NodePixels, "put", put)
+
+    async def main():
+        a, b = worker(tmp_path, redis_server, 0), worker(tmp_path, redis_server, 1)
+        sid = await new_session(a, profile="pixel-reasoner")
+        assert (await a.call_tool(sid, "crop_image", crop)).ok
+        assert copied == [] and not (tmp_path / "node" / "pixels" / "s" / sid).exists()
+        memory = Core(Settings(data_dir=tmp_path / "memory", workers=2))
+        mid = await new_session(memory, profile="pixel-reasoner")
+        await memory.call_tool(mid, "crop_image", crop)
+        assert await b.image_bytes(sid, "observation_1") == await memory.image_bytes(mid, "observation_1")
+        await b.release(sid)
+        for core in (a, b, memory):
+            await core.stop()  # the archive's writer has finished
+        thumbnails = list(b.settings.resolved_archive_dir().glob(f"{sid}/*.jpg"))
+        assert sorted(p.stem for p in thumbnails) == ["observation_1", "original_image"]
+
+    asyncio.run(main())

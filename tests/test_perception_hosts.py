@@ -19,7 +19,7 @@ from tests.test_perception_models import picture, same_detections
 from toolserver.batching import LocalTransport
 from toolserver.config import Settings
 from toolserver.core.modelhosts import ModelHosts
-from toolserver.core.wiring import PERCEPTION_MODELS, batch_rule, build_models
+from toolserver.core.modelset import PERCEPTION_MODELS, batch_rule, build_models
 from toolserver.hostlink import node_transports
 from toolserver.perception.service import PerceptionFront
 

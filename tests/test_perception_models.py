@@ -15,7 +15,7 @@ from PIL import Image
 from tests.perception_helpers import build_tiny_got_ocr2, build_tiny_grounding_dino, build_tiny_sam2
 from toolserver.batching import BatchRule, LocalTransport
 from toolserver.config import Settings
-from toolserver.core.wiring import PERCEPTION_MODELS, build_models
+from toolserver.core.modelset import PERCEPTION_MODELS, build_models
 from toolserver.errors import ToolFailure
 from toolserver.geometry import Coords
 from toolserver.memorymap import ImageEntry

@@ -125,7 +125,7 @@ class Settings(BaseSettings):
         "Pillow's image memory blocks (up to 16 MiB each) kept for reuse rather than given back to the OS "
         "(Pillow's own `blocks_max`): an image in fresh pages pays a page fault per 4 KiB, which doubled a "
         "crop's server CPU. 0 gives every block back. A node's workers each keep their share (÷ workers, at "
-        "least 4) unless it is set."))
+        "least 1) unless it is set."))
     queue_limit: int = Field(default=256, description="Jobs admitted at once (running + waiting) in each work lane.")
     heavy_workers: int | None = Field(default=None, ge=1, description="Threads of the heavy lane (SMFANet and "
                                       "document tools; default: `workers`, or with SMFANet in a Ray Serve deployment "

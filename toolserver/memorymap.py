@@ -190,6 +190,12 @@ class ImageEntry:
     def loaded(self) -> bool:
         return self._pixels is not None
 
+    @property
+    def decoded(self) -> bool:
+        """Whether its pixels are in memory: loaded, and not an image file that Pillow has opened but not yet read
+        (a tool's encoded result, decoded only if a later call reads it)."""
+        return self._pixels is not None and not getattr(self._pixels, "tile", None)
+
     def drop_pixels(self, reload: Callable[[], Image.Image]) -> None:
         """Forget the decoded pixels (a reader holding them keeps its reference); `reload` gives the same pixels
         again to whatever reads them next."""

@@ -29,7 +29,7 @@ from typing import Any
 
 from toolserver.batching import LocalTransport, Transport
 from toolserver.config import Settings
-from toolserver.core.wiring import batch_rule, build_models
+from toolserver.core.modelset import batch_rule, build_models
 from toolserver.hostlink import wire
 
 log = logging.getLogger("toolserver.modelhost")

@@ -284,8 +284,8 @@ def worker_settings(settings: Settings, node_dir: Path, redis_url: str | None, n
                                  "decoded_cache_bytes": max(64 * 1024 * 1024, settings.decoded_cache_bytes // n)}
     if "encode_processes" not in settings.model_fields_set:  # the workers are the node's parallel encoders
         update["encode_processes"] = 0
-    if "image_blocks_kept" not in settings.model_fields_set:  # the node's kept blocks, shared out (at least 4 each)
-        update["image_blocks_kept"] = max(4, settings.image_blocks_kept // n)
+    if "image_blocks_kept" not in settings.model_fields_set:  # the node's kept blocks, shared out
+        update["image_blocks_kept"] = max(1, settings.image_blocks_kept // n)
     if redis_url is not None:  # the node's own Redis: its tool images can live in the node's memory alone
         update.update(session_store="redis", redis_url=redis_url, node_holds_images=True)
     return settings.model_copy(update=update)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ray.serve import Application
 
-from toolserver.core.wiring import MODEL_NAMES
+from toolserver.core.modelset import MODEL_NAMES
 from toolserver.rayapp.deployments import Ingress, ModelServer, RayTransport, refuse_process_state
 
 __all__ = ["Ingress", "ModelServer", "RayTransport", "build", "refuse_process_state"]

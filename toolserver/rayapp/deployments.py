@@ -21,7 +21,8 @@ from toolserver.api.app import create_app
 from toolserver.batching import LocalTransport, Transport
 from toolserver.config import Settings
 from toolserver.core import Core
-from toolserver.core.wiring import batch_rule, build_models, settle_process
+from toolserver.core.modelset import batch_rule, build_models
+from toolserver.core.wiring import settle_process
 
 log = logging.getLogger("toolserver.ray")
 

@@ -226,7 +226,7 @@ class RedisStore(SessionRecords, NodeHeldImages, SessionStore):
     def _added(self, session: SessionMap, entries: list[ImageEntry], held: int, observations: int) -> None:
         for entry in entries:
             session.append_image(entry)
-            if entry.alias_of is None and entry.loaded:  # decoded here already: later calls need not
+            if entry.alias_of is None and entry.decoded:  # decoded here already: later calls need not
                 own = entry.blob_format in (HELD, DERIVED)  # in the node's memory already, or remade: not copied there
                 key = (session.id, entry.blob_key or "") if own else pixels_key(session.id, entry.key, entry.content)
                 self.cache.put(key, entry.pixels, node=not own)
