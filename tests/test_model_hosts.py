@@ -206,7 +206,7 @@ def test_a_worker_told_the_addresses_reports_which_host_served(settings, hosts):
 
 
 def test_a_model_host_imports_the_models_and_not_the_server():
-    """A host process holds its device's models, not a copy of the server's libraries (170 MB private a host):
+    """A host process holds its device's models, not a copy of the server's libraries (397 -> 230 MB of PSS a host):
     `python -m toolserver.core.modelhost` imports neither `Core` nor the stores, the tools, the sandbox or the
     document library (and through them OpenCV, scikit-learn, numba)."""
     server = ("toolserver.core.facade", "toolserver.core.wiring", "toolserver.stores", "toolserver.tools",
