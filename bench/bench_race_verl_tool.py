@@ -120,7 +120,8 @@ def rest_run(n: int, calls: int, paths: list[str], tag: str) -> dict:
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "server_cpu_s": sum(cpu1.values()) - sum(marks["cpu0"].values()), "client_cpu_s": out["client_cpu_s"],
             "bytes_per_call": (out["sent"] + out["received"]) / len(lat), "peak_rss_mib": peak / 2**20,
-            "peak_pss_mib": sampler.peak_pss / 2**20, "ok": out["ok"], "crops": len(lat), "first": first}
+            "peak_pss_mib": sampler.peak_pss / 2**20,
+            "peak_node_files_mib": sampler.peak_node_files / 2**20, "ok": out["ok"], "crops": len(lat), "first": first}
 
 
 def _rest_client(server: Toolserver, paths: list[str], calls: int, at_go) -> dict:
@@ -207,7 +208,8 @@ def one_run(server_cls, n: int, calls: int, urls: list[str], tag: str) -> dict:
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "server_cpu_s": sum(cpu1.values()) - sum(cpu0.values()), "client_cpu_s": client_cpu,
             "bytes_per_call": request_bytes(urls[0]) + statistics.mean(out["response_bytes"]),
-            "peak_rss_mib": peak / 2**20, "peak_pss_mib": sampler.peak_pss / 2**20, "ok": out["ok"], "crops": crops,
+            "peak_rss_mib": peak / 2**20, "peak_pss_mib": sampler.peak_pss / 2**20,
+            "peak_node_files_mib": sampler.peak_node_files / 2**20, "ok": out["ok"], "crops": crops,
             "first": out["first"]}
 
 
@@ -279,7 +281,7 @@ def per_request_cost(requests: int = 100) -> None:
 
 
 METRICS = ("wall_s", "first_step_s", "calls_per_s", "p50_ms", "p99_ms", "server_cpu_s", "client_cpu_s",
-           "bytes_per_call", "peak_rss_mib", "peak_pss_mib")
+           "bytes_per_call", "peak_rss_mib", "peak_pss_mib", "peak_node_files_mib")
 
 
 def main() -> None:
@@ -353,7 +355,7 @@ def report(runs: dict, sizes: list[int], ours: list[str]) -> None:
             cells = []
             for name in ours:
                 value = statistics.median(r[metric] for r in runs[(n, name)])
-                cells.append(f"{value:.4g} | {value / theirs:.2f}")
+                cells.append(f"{value:.4g} | {value / theirs:.2f}" if theirs else f"{value:.4g} | -")  # none of theirs
             print(f"| {n} | {metric} | {theirs:.4g} | " + " | ".join(cells) + " |")
 
 

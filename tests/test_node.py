@@ -123,7 +123,7 @@ def test_a_worker_maps_large_blocks_only_when_asked_and_the_environment_does_not
     assert run(1 << 20) == "True"
     assert run(0) == "False"  # glibc's own threshold, as it moves
     assert run(1 << 20, MALLOC_MMAP_THRESHOLD_="4194304") == "False"
-    assert Settings().node_mmap_threshold_bytes == 0
+    assert Settings().node_mmap_threshold_bytes == 1 << 20  # a node's workers map blocks of 1 MiB or more
 
 
 CHECKS = """

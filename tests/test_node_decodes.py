@@ -77,7 +77,8 @@ def test_an_encoded_tool_image_is_neither_decoded_nor_copied_to_the_node(
         tmp_path: Path, redis_server: RedisServer, monkeypatch):
     """Pixel-Reasoner's crop returns the JPEG it sends, decoded only if a later call reads it (as one process keeps
     it). A node's worker used to decode each such result at once to copy its pixels into the node (7.5 MB of tmpfs
-    for a 1.8 MP crop, mapped by that worker alone). The crop stays exact, and the archive still has its thumbnail."""
+    for a 1.8 MP crop, mapped by that worker alone), and again at the session's release to make the archive's
+    thumbnails. The crop stays exact, and the archive has the thumbnails one process makes."""
     from toolserver.stores.node_pixels import NodePixels
 
     crop = {"bbox_2d": [100, 100, 600, 500], "target_image": 1}
@@ -100,10 +101,24 @@ def test_an_encoded_tool_image_is_neither_decoded_nor_copied_to_the_node(
         mid = await new_session(memory, profile="pixel-reasoner")
         await memory.call_tool(mid, "crop_image", crop)
         assert await b.image_bytes(sid, "observation_1") == await memory.image_bytes(mid, "observation_1")
-        await b.release(sid)
+        await b.release(sid)  # the archive's thumbnails are made from pixels read past the caches: no node copy
+        await memory.release(mid)
+        assert copied == [] and not (tmp_path / "node" / "pixels" / "s" / sid).exists()
         for core in (a, b, memory):
             await core.stop()  # the archive's writer has finished
-        thumbnails = list(b.settings.resolved_archive_dir().glob(f"{sid}/*.jpg"))
-        assert sorted(p.stem for p in thumbnails) == ["observation_1", "original_image"]
+        thumbnails = {p.stem: p.read_bytes() for p in b.settings.resolved_archive_dir().glob(f"{sid}/*.jpg")}
+        alone = {p.stem: p.read_bytes() for p in memory.settings.resolved_archive_dir().glob(f"{mid}/*.jpg")}
+        assert sorted(thumbnails) == ["observation_1", "original_image"]
+        assert {k: pixels(v) for k, v in thumbnails.items()} == {k: pixels(v) for k, v in alone.items()}
 
     asyncio.run(main())
+
+
+def pixels(jpeg: bytes) -> bytes:
+    """A JPEG's decoded pixels (one process's upload keeps the photograph's JPEG comment, which its thumbnail
+    carries; the node's copy of the pixels has none)."""
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(jpeg)).tobytes()

@@ -99,10 +99,11 @@ class Settings(BaseSettings):
         "accept on, where a worker that wakes first may take most of a burst of connections (docs/node.md)."))
     node_pixels_bytes: int = Field(default=2 * GiB, ge=0, description=(
         "Several server processes: decoded images kept once for the whole node in shared memory (0: off)."))
-    node_mmap_threshold_bytes: int = Field(default=0, ge=0, description=(
+    node_mmap_threshold_bytes: int = Field(default=1 << 20, ge=0, description=(
         "Several server processes: each worker's malloc serves blocks of at least this size from pages of their own, "
         "given back to the system when freed (glibc's `M_MMAP_THRESHOLD`), instead of from its heap, which keeps "
-        "what it freed: less memory at a peak for more CPU a call (docs/node.md; 0: glibc's default)."))
+        "what it freed: less memory at a peak, for more CPU on calls that carry large bodies (docs/node.md; 0: "
+        "glibc's default)."))
     node_trim_after_bytes: int = Field(default=1 << 20, ge=0, description=(
         "Several server processes: after a request whose body and response carried at least this many bytes, the "
         "worker gives its malloc's freed pages back to the system (`malloc_trim`, in a thread, at most once every "

@@ -300,3 +300,16 @@ def encode_image(img: Image.Image, fmt: str, *, png_level: int = 1, jpeg_quality
     else:  # pragma: no cover - guarded by the settings model
         raise ValueError(f"unknown output format {fmt!r}")
     return buf.getvalue()
+
+
+ARCHIVE_THUMBNAIL_SIDE = 512  # the trajectory archive's thumbnails: at most this many px a side
+
+
+def archive_preview(img: Image.Image, side: int = ARCHIVE_THUMBNAIL_SIDE) -> Image.Image:
+    """`img` at most `side` px a side (bilinear, Pillow's reducing gap 2; the aspect kept, at least 1 px): the
+    trajectory archive's thumbnail before its JPEG. A store whose pixels go with a released session makes it then."""
+    scale = min(1.0, side / max(img.size))
+    if scale >= 1:
+        return img
+    size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+    return img.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)

@@ -116,6 +116,7 @@ class ImageEntry:
     """
 
     __slots__ = (
+        "_load_once",
         "_load_pixels",
         "_load_region",
         "_load_source",
@@ -131,6 +132,7 @@ class ImageEntry:
         "index",
         "key",
         "origin",
+        "preview",
         "size",
         "source_mime",
         "view_error",
@@ -143,7 +145,8 @@ class ImageEntry:
                  view_error: str | None = None, source_bytes: bytes | None = None, source_mime: str | None = None,
                  alias_of: str | None = None, load_pixels: Callable[[], Image.Image] | None = None,
                  load_source: Callable[[], bytes] | None = None, content: str | None = None,
-                 load_region: Callable[[PixelBox], Image.Image | None] | None = None):
+                 load_region: Callable[[PixelBox], Image.Image | None] | None = None,
+                 load_once: Callable[[], Image.Image] | None = None):
         if pixels is None and load_pixels is None:
             raise ValueError("an image entry needs its pixels or a way to load them")
         self.key = key
@@ -168,6 +171,9 @@ class ImageEntry:
         self._load_pixels = load_pixels
         self._load_source = load_source
         self._load_region = load_region  # a part of the pixels without the whole (the node's shared memory), or None
+        self._load_once = load_once  # the pixels past the store's caches, kept nowhere (`pixels_once`), or None
+        # A small copy of the pixels, made where they cannot stay loaded until the archive's thumbnail is written
+        self.preview: Image.Image | None = None
 
     @property
     def pixels(self) -> Image.Image:
@@ -175,6 +181,13 @@ class ImageEntry:
             assert self._load_pixels is not None
             self._pixels = self._load_pixels()
         return self._pixels
+
+    def pixels_once(self) -> Image.Image:
+        """The pixels for one read that keeps them nowhere: those loaded already, else read past the store's caches
+        where it can (a released session's images for the archive: a node would copy each into its shared memory)."""
+        if self._pixels is not None or self._load_once is None:
+            return self.pixels
+        return self._load_once()
 
     def region(self, box: PixelBox) -> Image.Image:
         """`pixels.crop(box)` (left, top, right, bottom): where the pixels are not loaded and the store can read a

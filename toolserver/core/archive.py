@@ -28,16 +28,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
-from PIL import Image
 from pydantic import BaseModel, Field
 
 from toolserver.errors import NotFound
+from toolserver.imaging import ARCHIVE_THUMBNAIL_SIDE, archive_preview
 from toolserver.memorymap import ImageEntry, SessionMap
 from toolserver.models import CallRecord, Trajectory, TrajectoryImage
 from toolserver.ownership import may_see
 
 log = logging.getLogger("toolserver.archive")
-THUMBNAIL_SIDE = 512
+THUMBNAIL_SIDE = ARCHIVE_THUMBNAIL_SIDE
 MAX_IMAGES = 200
 MAX_PENDING = 32
 FILE_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")  # an image key as the API takes one: a safe file name
@@ -79,11 +79,8 @@ def _outcome(reason: str | None) -> Outcome:
 
 
 def _thumbnail(entry: ImageEntry) -> bytes:
-    image = entry.pixels
-    scale = min(1.0, THUMBNAIL_SIDE / max(image.size))
-    if scale < 1:
-        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
-        image = image.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)
+    """Its preview where the store made one at the release (`ImageEntry.preview`), else made from its pixels now."""
+    image = entry.preview if entry.preview is not None else archive_preview(entry.pixels, THUMBNAIL_SIDE)
     out = io.BytesIO()
     image.convert("RGB").save(out, format="JPEG", quality=85)
     return out.getvalue()

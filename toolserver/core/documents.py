@@ -13,7 +13,7 @@ from toolserver.config import Settings
 from toolserver.documents.corpus import CorpusHit, search_corpus
 from toolserver.documents.library import DocumentLibrary
 from toolserver.documents.sources import DocumentError, check_filename, filename_from_path
-from toolserver.errors import BadRequest, Conflict, NotFound, ServiceError, TooLarge
+from toolserver.errors import BadRequest, Conflict, NotFound, ServiceError, TooLarge, Unavailable
 from toolserver.inputs import resolve_allowed_path
 from toolserver.models import DocumentInfo
 
@@ -68,7 +68,8 @@ def document_errors() -> Iterator[None]:
         yield
     except DocumentError as exc:
         kinds: dict[str, type[ServiceError]] = {"unknown_document": NotFound, "not_found": NotFound,
-                                                "ingest_in_progress": Conflict, "too_many_pages": TooLarge}
+                                                "ingest_in_progress": Conflict, "too_many_pages": TooLarge,
+                                                "vector_store_unavailable": Unavailable}
         raise kinds.get(exc.code, BadRequest)(exc.message, code=exc.code) from None
 
 

@@ -22,6 +22,7 @@ from toolserver.batching import LocalTransport, Transport
 from toolserver.config import Settings
 from toolserver.core.modelset import MODEL_NAMES, PERCEPTION_MODELS, batch_rule, build_models
 from toolserver.core.shared_views import SharedViews
+from toolserver.documents.chroma import NodeChromaLink
 from toolserver.documents.encoder_service import EncoderFront
 from toolserver.documents.library import ArmMount, DocumentLibrary
 from toolserver.hostlink import HostTransport, node_transports
@@ -161,7 +162,11 @@ def build_library(s: Settings, clip: EncoderFront | None = None, text: EncoderFr
     arm = None
     if s.arm_index_path is not None:
         arm = ArmMount(s.arm_index_path, s.arm_collection, s.arm_image_root or s.arm_index_path, clip)
+    # A node's workers share the node's Chroma server, which its supervisor starts on the first use (node/services.py)
+    node_chroma = NodeChromaLink(s.node_dir / "chroma") if (
+        s.chroma_url is None and s.node_dir is not None and (s.node_dir / "chroma").is_dir()) else None
     return DocumentLibrary(s.resolved_documents_dir(), clip=clip, text=text, chroma_url=s.chroma_url,
+                           node_chroma=node_chroma,
                            page_long_side=s.doc_page_long_side, page_format=s.doc_page_format,
                            jpeg_quality=s.jpeg_quality, batch_pages=s.doc_batch_pages, max_pages=s.doc_max_pages,
                            vector_cache_bytes=s.doc_vector_cache_bytes, arm=arm)

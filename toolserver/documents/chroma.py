@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -20,12 +21,45 @@ from toolserver.documents.sources import (
 CHROMADB_INSTALLED = importlib.util.find_spec("chromadb") is not None
 
 
-class ChromaStore:
-    """The chromadb client (embedded PersistentClient or a server) and our collections, opened lazily."""
+class NodeChromaLink:
+    """A worker's way to the Chroma server of its node (`toolserver serve --workers N`), which the supervisor starts
+    on the documents' first use rather than with the node (89 MB that a node whose calls never touch a document does
+    not spend): the worker leaves `wanted` in the node's `chroma/` folder, the supervisor starts the server and writes
+    its URL to `url` once it answers, or the reason it could not to `error`."""
 
-    def __init__(self, path: Path, url: str | None):
+    def __init__(self, folder: Path, timeout_s: float = 60.0):
+        self.folder = folder
+        self.timeout_s = timeout_s
+
+    def url(self) -> str:
+        url_file, error_file = self.folder / "url", self.folder / "error"
+        if url_file.exists():
+            return url_file.read_text()
+        asked = time.time()
+        (self.folder / "wanted").touch()
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            if url_file.exists():
+                return url_file.read_text()
+            try:
+                if error_file.stat().st_mtime >= asked:  # not an earlier attempt's
+                    raise DocumentError(f"the node's Chroma server could not start: {error_file.read_text()}",
+                                        "vector_store_unavailable")
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+        raise DocumentError(f"the node's Chroma server did not start within {self.timeout_s:.0f} s",
+                            "vector_store_unavailable")
+
+
+class ChromaStore:
+    """The chromadb client (embedded PersistentClient or a server) and our collections, opened lazily. `node`: a
+    node's Chroma server, started on first use (its URL is asked for when the client is first needed)."""
+
+    def __init__(self, path: Path, url: str | None, node: NodeChromaLink | None = None):
         self.path = path
         self.url = url
+        self.node = node
         self._client: Any = None
         self._lock = threading.Lock()
         self._collections: dict[str, Any] = {}
@@ -37,6 +71,8 @@ class ChromaStore:
                 from chromadb.config import Settings as ChromaSettings
 
                 settings = ChromaSettings(anonymized_telemetry=False)
+                if self.url is None and self.node is not None:
+                    self.url = self.node.url()
                 if self.url:
                     parsed = urlparse(self.url)
                     self._client = chromadb.HttpClient(host=parsed.hostname or "localhost",

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from toolserver.documents.chroma import CHROMADB_INSTALLED, ArmMount, ChromaStore
+from toolserver.documents.chroma import CHROMADB_INSTALLED, ArmMount, ChromaStore, NodeChromaLink
 from toolserver.documents.encoders import TextImageEncoder
 from toolserver.documents.files import LibraryFiles, atomic_write
 from toolserver.documents.lexical import LexicalIndex
@@ -57,13 +57,13 @@ class DocumentLibrary:
     def __init__(self, root: Path, *, clip: TextImageEncoder, text: TextImageEncoder, chroma_url: str | None = None,
                  page_long_side: int = 1600, page_format: str = "jpeg", jpeg_quality: int = 90,
                  batch_pages: int = 16, max_pages: int = 10_000, arm: ArmMount | None = None,
-                 vector_cache_bytes: int = 256 * 1024 * 1024):
+                 vector_cache_bytes: int = 256 * 1024 * 1024, node_chroma: NodeChromaLink | None = None):
         self.root = root
         self.pages_dir = root / "pages"
         self.files = LibraryFiles(root)
         self.texts_dir = self.files.texts_dir
         self.encoders = {"clip": clip, "text": text}
-        self.chroma = ChromaStore(root / "chroma", chroma_url)
+        self.chroma = ChromaStore(root / "chroma", chroma_url, node_chroma)
         self.page_long_side = page_long_side
         self.page_format = page_format
         self.jpeg_quality = jpeg_quality
@@ -89,7 +89,8 @@ class DocumentLibrary:
 
     def status(self) -> dict[str, Any]:
         return {"rankings": self.rankings(), "documents": len(self.files.meta_files()), "chromadb": CHROMADB_INSTALLED,
-                "store": self.chroma.url or str(self.chroma.path),
+                "store": self.chroma.url or ("the node's Chroma server, started on first use" if self.chroma.node
+                                             else str(self.chroma.path)),
                 "clip": self.encoders["clip"].status(), "text": self.encoders["text"].status(),
                 "arm_index": None if self.arm is None else {"path": str(self.arm.path),
                                                            "collection": self.arm.collection_name}}

@@ -39,9 +39,13 @@ class ChildService:
     def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
 
-    def _start(self, argv: list[str], ready: Callable[[], bool]) -> None:
+    def _spawn(self, argv: list[str]) -> None:
         self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         start_new_session=True, preexec_fn=die_with_parent)
+
+    def _start(self, argv: list[str], ready: Callable[[], bool]) -> None:
+        self._spawn(argv)
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -98,14 +102,44 @@ class NodeRedis(ChildService):
 
 
 class NodeChroma(ChildService):
-    """A Chroma server on a loopback port over the library's own store directory (the embedded client's files)."""
+    """A Chroma server on a loopback port over the library's own store directory (the embedded client's files),
+    started on the documents' first use: `tick` (every supervisor tick) starts it once a worker has asked through
+    the node's `chroma/` folder (`documents.chroma.NodeChromaLink`), and writes its URL there once it answers, or why
+    it could not start; `start` starts it at once."""
 
     name = "Chroma server"
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, folder: Path | None = None):
         super().__init__()
         self.path = path
+        self.folder = folder
         self.port = 0
+        self.ready = False
+        if folder is not None:
+            folder.mkdir(mode=0o700)  # its presence tells the workers that the node serves one
+
+    def tick(self) -> None:
+        """Start the server when a worker has asked for it; say when it answers, or why it died at its start. A
+        server that dies after it answered is the caller's to see (`alive`)."""
+        folder = self.folder
+        if folder is None or self.ready:
+            return
+        if self.process is None:
+            if (folder / "wanted").exists():
+                self._launch(folder)
+            return
+        if self.process.poll() is not None:
+            err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+            _write(folder / "error", f"it exited at its start: {err.strip()[-500:]}")
+            (folder / "wanted").unlink(missing_ok=True)
+            self.process = None  # the next ask tries again
+        elif self._heartbeat(timeout=0.2):
+            self.ready = True
+            _write(folder / "url", self.url)
+
+    def alive(self) -> bool:
+        """Whether it runs, once it has answered (before that, `tick` watches its start)."""
+        return True if self.folder is not None and not self.ready else super().alive()
 
     @staticmethod
     def wanted() -> bool:
@@ -115,7 +149,7 @@ class NodeChroma(ChildService):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def _argv(self) -> list[str]:
         program = _chroma_program()
         if program is None:
             raise NodeError("chromadb is installed without its `chroma` program; set TOOLSERVER_CHROMA_URL")
@@ -123,14 +157,32 @@ class NodeChroma(ChildService):
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.path.mkdir(parents=True, exist_ok=True)
-        self._start([program, "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
-                    self._heartbeat)
+        return [program, "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)]
 
-    def _heartbeat(self) -> bool:
+    def start(self) -> None:
+        self._start(self._argv(), self._heartbeat)
+        self.ready = True
+
+    def _launch(self, folder: Path) -> None:
+        (folder / "error").unlink(missing_ok=True)  # an earlier attempt's
         try:
-            return httpx.get(f"{self.url}/api/v2/heartbeat", timeout=1.0).status_code == 200
+            self._spawn(self._argv())
+        except (OSError, NodeError) as exc:
+            _write(folder / "error", str(exc))
+            (folder / "wanted").unlink(missing_ok=True)
+
+    def _heartbeat(self, timeout: float = 1.0) -> bool:
+        try:
+            return httpx.get(f"{self.url}/api/v2/heartbeat", timeout=timeout).status_code == 200
         except httpx.HTTPError:
             return False
+
+
+def _write(path: Path, text: str) -> None:
+    """`text` to `path`, whole or not at all for a reader (written aside, then renamed)."""
+    aside = path.with_name(f".{path.name}")
+    aside.write_text(text)
+    aside.replace(path)
 
 
 def _chroma_program() -> str | None:

@@ -306,8 +306,9 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
 
     directory = node_directory(settings.node_pixels_bytes)
     redis = None if settings.session_store == "redis" else NodeRedis(directory)
-    # An embedded chromadb is one process's: the workers share a Chroma server over the same files instead.
-    chroma = NodeChroma(settings.resolved_documents_dir() / "chroma") if (
+    # An embedded chromadb is one process's: the workers share a Chroma server over the same files instead, started
+    # when a worker first needs it (a node whose calls never touch a document runs none).
+    chroma = NodeChroma(settings.resolved_documents_dir() / "chroma", directory / "chroma") if (
         settings.chroma_url is None and NodeChroma.wanted()) else None
     key = secrets.token_bytes(32)
     sandbox = SandboxHost(directory, key, build_sandbox(settings).config)  # the node's one sandbox
@@ -318,14 +319,13 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
     tick: Callable[[], None] = lambda: None  # noqa: E731
     children: list[ChildService] = [c for c in (redis, chroma) if c is not None]
     try:
-        for child in children:
-            child.start()
+        if redis is not None:
+            redis.start()
         sandbox.start()
         if hosts is not None:
             hosts.start()
         shared = worker_settings(settings, directory, redis.url if redis else None, n).model_copy(
             update={"node_sandbox": sandbox.address, "node_key": key.hex(),
-                    **({"chroma_url": chroma.url} if chroma else {}),
                     **({"model_hosts": ",".join(hosts.addresses)} if hosts else {})})
         if extra_services is not None:
             shared, tick, stop_extra = extra_services(shared)
@@ -336,6 +336,8 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
         supervisor = Supervisor(settings, n, serve_worker)
 
         def check() -> None:
+            if chroma is not None:
+                chroma.tick()
             for child in children:
                 if not child.alive():
                     supervisor.fail(f"the node's {child.name} died")

@@ -18,6 +18,7 @@ from PIL import Image
 
 from toolserver.allocator import give_back_freed_memory
 from toolserver.errors import BadRequest, SessionGone, Unavailable
+from toolserver.imaging import archive_preview
 from toolserver.memorymap import Blob, DerivedPixels, HeldPixels, ImageEntry, SessionMap, image_nbytes
 from toolserver.stores.node_pixels import NodePixels
 
@@ -378,8 +379,22 @@ async def hand_over(store: Any, session_id: str) -> None:
     try:
         session = await store.get(session_id)
         records, dropped = await store.call_log(session)
-        entries = session.images[:ARCHIVED_IMAGES]
-        await asyncio.to_thread(lambda: [entry.pixels for entry in entries])
+        await asyncio.to_thread(_previews, session.images[:ARCHIVED_IMAGES])
         store.ended(session, None, records, dropped)  # None: released (the contract's `SessionEnded`)
     except Exception:  # a listener's bug, an image that cannot be read: the release goes on
         log.exception("session %s: its end was not recorded", session_id)
+
+
+def _previews(entries: list[ImageEntry]) -> None:
+    """The archive's small copy of each image, made now, each image's pixels read past the caches and let go: read
+    through them, a node's worker copied every image of the session into the node's memory just before the release
+    removed it (up to 888 MB of tmpfs at once on the race workload), and the entries held their pixels until the
+    archive's writer came to them. What the decodes took goes back at once (`allocator`). An image that cannot be
+    read has no thumbnail (the writer says so)."""
+    for entry in entries:
+        try:
+            entry.preview = archive_preview(entry.pixels_once())
+        except Exception as exc:  # a gone blob: the writer tries its pixels, fails and logs it
+            log.debug("no preview of %s: %s", entry.key, exc)
+    if entries:
+        give_back_freed_memory()

@@ -96,7 +96,7 @@ class SessionRecords:
         entry = ImageEntry(key=rec["k"], index=-1, origin=rec["o"], size=(rec["w"], rec["h"]),
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
-                           load_pixels=loader.pixels, load_region=loader.region,
+                           load_pixels=loader.pixels, load_region=loader.region, load_once=loader.once,
                            load_source=loader.source_bytes if rec["o"] == "input" else None)
         entry.blob_key = blob
         entry.blob_format = kind
@@ -129,6 +129,15 @@ class _Loader:
     def pixels(self) -> Image.Image:
         """Through the process's decoded cache (an upload's also through the node's copy)."""
         return self.store.cache.get(self.key, self._make, node=not self.own)
+
+    def once(self) -> Image.Image:
+        """Past the caches, kept in none: this process's cached pixels, else the node's copy of an upload or a held
+        image (a mapping, no copy), else made (decoded from Redis, cut from its source)."""
+        cache, node = self.store.cache, self.store.cache.node
+        found = cache.peek(self.key, node=False)
+        if found is None and node is not None and self.rec["s"] != DERIVED:
+            found = node.held(self.session_id, self.rec["b"]) if self.rec["s"] == HELD else node.get(self.key)
+        return found if found is not None else self._make()
 
     def _make(self) -> Image.Image:
         rec, kind = self.rec, self.rec["s"]
