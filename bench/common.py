@@ -42,6 +42,28 @@ def summary(values: list[float]) -> dict[str, float]:
             "mean_ms": statistics.fmean(values) * 1e3}
 
 
+def node_root(cmdlines: list[str]) -> Path | None:
+    """A node's private directory (`toolserver serve --workers N`), found among its processes' command lines through
+    its Redis's unix socket (Redis rewrites its title: "redis-server unixsocket:/.../redis.sock"); None for one
+    process, which has none."""
+    for cmdline in cmdlines:
+        sockets = [w for w in cmdline.split() if w.startswith("unixsocket:")]
+        if sockets:
+            return Path(sockets[0].split(":", 1)[1]).parent
+    return None
+
+
+def file_bytes(root: Path) -> int:
+    """The pages allocated to the files under `root` (a node's, on tmpfs: memory no process's PSS counts unmapped)."""
+    total = 0
+    for path in root.rglob("*"):
+        try:
+            total += path.lstat().st_blocks * 512 if path.is_file() else 0
+        except OSError:  # removed meanwhile
+            continue
+    return total
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

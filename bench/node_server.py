@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import free_port
+from bench.common import file_bytes, free_port, node_root
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -92,19 +92,14 @@ class NodeServer:
         return pss, rss
 
     def node_files(self) -> int:
-        """Bytes of the node's directory (its shared pixels, on tmpfs: memory no process's PSS counts), found through
-        its Redis's socket; 0 for one process, which has none."""
+        """Bytes of the node's directory (its shared pixels, on tmpfs: memory no process's PSS counts); 0 for one
+        process, which has none."""
+        cmdlines = []
         for pid in self.pids():
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            # Redis rewrites its title: "redis-server unixsocket:/…/redis.sock" may be one argument
-            sockets = [w for w in b" ".join(argv).decode(errors="replace").split() if w.startswith("unixsocket:")]
-            if sockets:
-                root = Path(sockets[0].split(":", 1)[1]).parent
-                return sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
-        return 0
+            with contextlib.suppress(OSError):
+                cmdlines.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        root = node_root(cmdlines)
+        return 0 if root is None else file_bytes(root)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

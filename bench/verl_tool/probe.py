@@ -43,6 +43,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
+from bench.common import file_bytes, node_root  # noqa: E402
 from bench.verl_tool.launch import VENV_PYTHON, VerlToolServer, activate_shim_in_this_process  # noqa: E402
 
 if Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
@@ -65,24 +66,6 @@ def input_image_data_url() -> str:
     return encode_image_url(Image.open(PHOTO).convert("RGB").resize(SIZE, Image.BICUBIC))
 
 
-def node_root(cmdlines: dict[int, str]) -> Path | None:
-    """A node's private directory (`toolserver serve --workers N`), found through its Redis's unix socket (Redis
-    rewrites its title: "redis-server unixsocket:/.../redis.sock"); None for one process."""
-    for cmdline in cmdlines.values():
-        sockets = [w for w in cmdline.split() if w.startswith("unixsocket:")]
-        if sockets:
-            return Path(sockets[0].split(":", 1)[1]).parent
-    return None
-
-
-def _file_bytes(root: Path) -> int:
-    total = 0
-    for path in root.rglob("*"):
-        with contextlib.suppress(OSError):
-            total += path.lstat().st_blocks * 512 if path.is_file() else 0
-    return total
-
-
 class TreeSampler:
     """CPU totals and summed RSS and PSS of a fixed set of processes (the server's tree). RSS counts a page shared by
     several processes (a node's forked workers, its shared images) once for each; PSS splits it among them. A node's
@@ -91,7 +74,7 @@ class TreeSampler:
 
     def __init__(self, pids: list[int], cmdlines: dict[int, str]):
         self.procs = [psutil.Process(pid) for pid in pids]
-        self.node_root = node_root(cmdlines)
+        self.node_root = node_root(list(cmdlines.values()))
         self.peak_node_files = 0
         self.backend = {p.pid for p in self.procs if "verl_tool.servers.tool_server" in cmdlines[p.pid]}
         self.peak_rss = 0
@@ -125,7 +108,7 @@ class TreeSampler:
                     total += region.pss
                     mapped += region.pss if region.path.startswith(root) else 0
         if self.node_root is not None:
-            unmapped = max(0, _file_bytes(self.node_root) - mapped)
+            unmapped = max(0, file_bytes(self.node_root) - mapped)
             self.peak_node_files = max(self.peak_node_files, unmapped)
             total += unmapped
         return total

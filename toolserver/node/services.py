@@ -105,24 +105,23 @@ class NodeChroma(ChildService):
     """A Chroma server on a loopback port over the library's own store directory (the embedded client's files),
     started on the documents' first use: `tick` (every supervisor tick) starts it once a worker has asked through
     the node's `chroma/` folder (`documents.chroma.NodeChromaLink`), and writes its URL there once it answers, or why
-    it could not start; `start` starts it at once."""
+    it could not start."""
 
     name = "Chroma server"
 
-    def __init__(self, path: Path, folder: Path | None = None):
+    def __init__(self, path: Path, folder: Path):
         super().__init__()
         self.path = path
         self.folder = folder
         self.port = 0
         self.ready = False
-        if folder is not None:
-            folder.mkdir(mode=0o700)  # its presence tells the workers that the node serves one
+        folder.mkdir(mode=0o700)  # its presence tells the workers that the node serves one
 
     def tick(self) -> None:
         """Start the server when a worker has asked for it; say when it answers, or why it died at its start. A
         server that dies after it answered is the caller's to see (`alive`)."""
         folder = self.folder
-        if folder is None or self.ready:
+        if self.ready:
             return
         if self.process is None:
             if (folder / "wanted").exists():
@@ -139,7 +138,7 @@ class NodeChroma(ChildService):
 
     def alive(self) -> bool:
         """Whether it runs, once it has answered (before that, `tick` watches its start)."""
-        return True if self.folder is not None and not self.ready else super().alive()
+        return super().alive() if self.ready else True
 
     @staticmethod
     def wanted() -> bool:
@@ -158,10 +157,6 @@ class NodeChroma(ChildService):
             self.port = s.getsockname()[1]
         self.path.mkdir(parents=True, exist_ok=True)
         return [program, "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)]
-
-    def start(self) -> None:
-        self._start(self._argv(), self._heartbeat)
-        self.ready = True
 
     def _launch(self, folder: Path) -> None:
         (folder / "error").unlink(missing_ok=True)  # an earlier attempt's
