@@ -218,3 +218,59 @@ def test_a_model_host_imports_the_models_and_not_the_server():
     from toolserver.core import Core  # the package's names are still there, imported when first used
 
     assert Core.__name__ == "Core"
+
+
+def test_parked_hosts_describe_their_models_and_start_on_the_first_call(settings, tmp_path):
+    """`MODEL_HOSTS_START=first_call`: after their start the hosts are stopped (no model process on a node that serves
+    no model); the workers' fronts describe the models from what the hosts wrote, the same as a running host says;
+    the first call asks the supervisor (here, a thread running its `tick`) and gets the in-process answer; an
+    encoder's warm-up starts them too."""
+    hosts = ModelHosts(settings.model_copy(update={"model_host_dir": tmp_path / "models"}), ["cpu"])
+    ticking, stop = threading.Event(), threading.Event()
+
+    def supervisor() -> None:
+        while not stop.wait(0.05):
+            if ticking.is_set():
+                hosts.tick()
+
+    loop = threading.Thread(target=supervisor, daemon=True)
+    loop.start()
+    remote = None
+    try:
+        hosts.start(timeout_s=120)
+        running = node_transports(settings, hosts.addresses)
+        live = SRFront(running["smfanet"]).status()
+        close(running)
+        hosts.park()
+        assert hosts.pids() == [None] and hosts.parked and (tmp_path / "models" / wire.PARKED).exists()
+        remote = node_transports(settings, hosts.addresses)
+        front = SRFront(remote["smfanet"])
+        status = front.status()
+        assert status["parked"] and status["hosts"][0]["host"] == "0/cpu" and not status["hosts"][0]["up"]
+        assert front.available and front.scales == [2, 3, 4] and status["scales"] == live["scales"]
+        assert not (tmp_path / "models" / wire.WANTED).exists()  # describing started nothing
+        hosts.tick()
+        assert hosts.pids() == [None]  # nobody asked
+        image = crops(1)[0]
+        expected = SRFront(LocalTransport(build_models(settings, ("smfanet",))["smfanet"], BatchRule())).upscale(
+            image, 2).image.tobytes()
+        ticking.set()
+        assert front.upscale(image, 2).image.tobytes() == expected
+        assert hosts.pids()[0] is not None and not hosts.parked
+        assert not (tmp_path / "models" / wire.PARKED).exists() and not (tmp_path / "models" / wire.WANTED).exists()
+        front.refresh()
+        assert "parked" not in front.status() and front.status()["hosts"][0]["up"]
+        # Parked again: an encoder's warm-up (the document library's) starts them and waits for them.
+        ticking.clear()
+        hosts.park()
+        clip = EncoderFront("clip", remote["clip"])
+        assert clip.available and hosts.pids() == [None]
+        ticking.set()
+        clip.model()
+        assert hosts.pids()[0] is not None and clip.available
+    finally:
+        stop.set()
+        loop.join(10)
+        if remote is not None:
+            close(remote)
+        hosts.stop()

@@ -186,6 +186,16 @@ class Node:
                 continue
         return pids
 
+    def model_host_pids(self) -> list[int]:
+        """The node's model host processes (the supervisor's children running `toolserver.core.modelhost`)."""
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        pids = []
+        for pid in (children.read_text().split() if children.exists() else []):
+            with contextlib.suppress(OSError):
+                if b"toolserver.core.modelhost" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    pids.append(int(pid))
+        return pids
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -239,9 +249,17 @@ def test_any_worker_serves_any_call_of_a_session(node):
     assert sum(s["node_pixels_hits"] for s in stores.values()) >= 1, stores
     with httpx.Client(base_url=node.url, timeout=120) as c:
         ready = c.get("/readyz").json()
-    # The models run in the node's model host (one, on this CPU), not in each worker.
+    # The models run in the node's model host (one, on this CPU), not in each worker; parked until the first model
+    # call (MODEL_HOSTS_START=first_call), which starts it.
     assert "model host" in ready["super_resolution"]["served_by"], ready["super_resolution"]
+    assert ready["super_resolution"]["parked"] and ready["super_resolution"]["available"]
     assert ready["sandbox"]["served_by"] == "node sandbox host"
+    assert not node.model_host_pids()
+    with httpx.Client(base_url=node.url, timeout=120) as c:
+        r = c.post(f"/v1/sessions/{sid}/tools/super_resolution", json={"image": 0, "bbox_2d": [0, 0, 100, 100],
+                                                                        "scale": 2})
+    assert r.status_code == 200 and r.json()["ok"] and r.json()["meta"]["method"] == "smfanet", r.text
+    assert len(node.model_host_pids()) == 1
 
 
 def _workers_of_a_burst(port: int, connections: int) -> Counter[str]:

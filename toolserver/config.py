@@ -221,6 +221,10 @@ class Settings(BaseSettings):
     model_hosts: str = Field(default="", description="Model hosts' socket addresses, comma-separated, that a worker "
                              "process sends its model calls to (set by the supervisor; empty: the models run in "
                              "process).")
+    model_hosts_start: Literal["first_call", "with_node"] = Field(default="first_call", description=(
+        "A node's model hosts: `first_call` starts them with the node only to learn what they serve, then stops them "
+        "until a worker's first model call starts them again (that call waits for it; a node that serves no model "
+        "holds none); `with_node`: they run from the node's start (docs/models-on-a-node.md)."))
     model_host_wait_s: float = Field(default=30.0, gt=0, description="How long a model call without a timeout of its "
                                      "own waits for some model host to answer (one restarting) before it fails.")
     model_host_dir: Path | None = Field(default=None, description="Where the model hosts' sockets and key are made "

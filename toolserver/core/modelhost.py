@@ -87,7 +87,7 @@ class HostServer:
     def _answer(self, sock: socket.socket, send_lock: threading.Lock, cid: int, op: str, model: str,
                 payload: Any, timeout_s: float | None) -> None:
         try:
-            reply: tuple[int, str, Any] = (cid, "ok", self._run(op, model, payload, timeout_s))
+            reply: tuple[int, str, Any] = (cid, "ok", self.run_op(op, model, payload, timeout_s))
         except TimeoutError as exc:
             reply = (cid, "timeout", str(exc) or "the model did not take the call in time")
         except Exception as exc:  # the worker learns why; the host goes on
@@ -98,7 +98,7 @@ class HostServer:
         except OSError:
             pass  # the caller went away; nothing waits for this reply
 
-    def _run(self, op: str, model: str, payload: Any, timeout_s: float | None) -> Any:
+    def run_op(self, op: str, model: str, payload: Any = None, timeout_s: float | None = None) -> Any:
         transport = self.transports.get(model)
         if transport is None:
             raise ValueError(f"this model host serves {sorted(self.transports)}, not {model!r}")
@@ -141,6 +141,8 @@ def main(spec_path: str) -> int:
                                         for name, model in build_models(settings).items()}
     hello = {"index": spec["index"], "device": spec["device"], "pid": os.getpid()}
     server = HostServer(spec["address"], wire.read_key(spec["address"]), transports, hello)
+    described = {name: server.run_op("describe", name) for name in transports}
+    wire.write_described(spec["address"], described)  # what a worker reads while the hosts are parked
     server.listen()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: server.stop())

@@ -4,12 +4,14 @@
     hosts.start()                     # one host process per device; returns once every one answers
     os.environ.update(hosts.env())    # TOOLSERVER_MODEL_HOSTS for the workers started after this
     ...                               # in each worker: Core(Settings()) reaches them (or node_transports)
-    hosts.ensure_alive()              # from the supervisor's loop: restarts the hosts that died
-    hosts.stop()
+    hosts.park()                      # (MODEL_HOSTS_START=first_call) stopped until a worker's first model call
+    hosts.tick()                      # from the supervisor's loop: starts parked hosts a worker asked for,
+    hosts.stop()                      # else restarts the hosts that died (`ensure_alive`)
 
 Each host is `python -m toolserver.core.modelhost SPEC` (see that module), its socket and the node's key in a
 private runtime directory (0700; the key 0600). A restarted host listens at the same address, so workers
-reconnect to it without being told.
+reconnect to it without being told. Parked hosts (`toolserver.hostlink.wire.PARKED`) are started by the first
+worker that needs one; until they answer, the workers describe the models from what each host wrote at its start.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class ModelHosts:
         self.restarts = [0] * len(self.devices)
         self._procs: list[subprocess.Popen[bytes] | None] = [None] * len(self.devices)
         self._made_directory = False
+        self.parked = False
 
     @property
     def addresses(self) -> list[str]:
@@ -125,6 +128,15 @@ class ModelHosts:
                                            f"{timeout_s:.0f} s: {exc}") from exc
                     time.sleep(0.05)
 
+    def _answers(self, index: int, timeout_s: float) -> bool:
+        """Whether host `index` accepts an authenticated connection now."""
+        try:
+            sock, _hello = wire.connect(self.addresses[index], self._key(), timeout_s)
+        except (OSError, EOFError, wire.ModelHostError):
+            return False
+        sock.close()
+        return True
+
     def ensure_alive(self) -> list[int]:
         """Restart each host that has died (without waiting for it to answer); the indices restarted."""
         restarted = []
@@ -137,9 +149,42 @@ class ModelHosts:
                 restarted.append(index)
         return restarted
 
+    def park(self) -> None:
+        """Stop the started hosts until a worker asks for them (`MODEL_HOSTS_START=first_call`): what each serves
+        stays written beside its socket for the workers to read meanwhile, and `tick` starts them again."""
+        self._terminate()
+        assert self.directory is not None
+        (self.directory / wire.PARKED).touch()
+        self.parked = True
+
+    def tick(self) -> None:
+        """From the supervisor's loop: start parked hosts once a worker has asked (and say they are up once each
+        answers), else restart each host that has died."""
+        assert self.directory is not None
+        if not self.parked:
+            self.ensure_alive()
+            return
+        if not any(self._procs):
+            if (self.directory / wire.WANTED).exists():
+                log.info("a model call: starting the node's model hosts", extra={"devices": self.devices})
+                for index in range(len(self.devices)):
+                    self._spawn(index)
+            return
+        self.ensure_alive()  # one that died at its start is started again
+        if all(self._answers(index, 0.05) for index in range(len(self.devices))):
+            self.parked = False
+            (self.directory / wire.PARKED).unlink(missing_ok=True)
+            (self.directory / wire.WANTED).unlink(missing_ok=True)
+
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM every host, SIGKILL those still running after `grace_s`; remove the runtime directory made.
         Call it once the workers have drained: a call still in flight on a host fails (`ModelHostLost`)."""
+        self._terminate(grace_s)
+        if self._made_directory and self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self._made_directory = False
+
+    def _terminate(self, grace_s: float = 10.0) -> None:
         procs = [p for p in self._procs if p is not None]
         for proc in procs:
             if proc.poll() is None:
@@ -152,9 +197,6 @@ class ModelHosts:
                 proc.kill()
                 proc.wait(10)
         self._procs = [None] * len(self.devices)
-        if self._made_directory and self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self._made_directory = False
 
     def __enter__(self) -> ModelHosts:
         self.start()

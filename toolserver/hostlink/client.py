@@ -9,6 +9,10 @@ A host that is down is tried again after `RETRY_S`, doubled while it stays down 
 restarted); a call waits for some host to answer until its own timeout (or `wait_s` for a call without one), then
 fails with `ModelHostTimeout` saying why each host did not answer. A call in flight on a host that goes away fails
 at once with `ModelHostLost`; it is not retried elsewhere, so that no call runs twice unseen.
+
+A node that parks its hosts until the first model call (`MODEL_HOSTS_START=first_call`): a call that finds no host
+asks the supervisor for them (`wire.WANTED`) and waits for them as for a restart; a description meanwhile comes from
+what each host wrote at its start, so that tools describe the same models before and after.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolserver.batching import Transport
@@ -168,6 +173,7 @@ class HostPool:
         if not addresses:
             raise ValueError("no model host addresses given")
         self.links = [HostLink(a, connect_timeout_s) for a in addresses]
+        self.directory = Path(addresses[0]).parent  # the runtime directory all of a node's hosts share
         self.wait_s = wait_s
         self.on_served: Callable[[str, str], None] | None = None  # (model, host label), once per answered call
         self._turn = itertools.count()
@@ -176,6 +182,7 @@ class HostPool:
     def pick(self, model: str, deadline: float) -> tuple[HostLink, _Conn]:
         """The host this call goes to (see the module's docstring), connected and its call counted as outstanding;
         ModelHostTimeout at `deadline`."""
+        asked = False
         while True:
             now = time.monotonic()
             with self._lock:
@@ -190,9 +197,10 @@ class HostPool:
                 with self._lock:
                     link.outstanding[model] += 1  # counted before the next call picks (the caller uncounts it)
                 return link, conn
+            asked = asked or self.ask_for_hosts()
             if time.monotonic() >= deadline:
                 why = "; ".join(f"{link.address}: {link.last_error or 'busy'}" for link in self.links)
-                raise ModelHostTimeout(f"no model host answered in time ({why})")
+                raise ModelHostTimeout(f"no model host answered in time ({why}{', parked' if self.parked() else ''})")
             soonest = min(link.down_until for link in self.links)
             time.sleep(max(0.01, min(soonest - time.monotonic(), deadline - time.monotonic(), RETRY_S)))
 
@@ -211,6 +219,32 @@ class HostPool:
         if self.on_served is not None:
             self.on_served(model, link.label)
         return value
+
+    def parked(self) -> bool:
+        """Whether the node's hosts are stopped until a model call (`MODEL_HOSTS_START=first_call`)."""
+        return (self.directory / wire.PARKED).exists()
+
+    def ask_for_hosts(self) -> bool:
+        """Ask the supervisor to start the node's parked hosts; whether they were parked (and so asked for)."""
+        if not self.parked():
+            return False
+        with contextlib.suppress(OSError):
+            (self.directory / wire.WANTED).touch()
+        return True
+
+    def wake(self, deadline: float) -> None:
+        """Every host started, if they were parked (ModelHostTimeout at `deadline`)."""
+        while self.ask_for_hosts():
+            if time.monotonic() >= deadline:
+                raise ModelHostTimeout("the node's model hosts did not start in time")
+            time.sleep(0.05)
+
+    def described(self, model: str) -> list[dict[str, Any]] | None:
+        """What each host wrote that `model` serves, at its last start; None if one has not."""
+        infos = [wire.read_described(link.address) for link in self.links]
+        if any(info is None or model not in info for info in infos):
+            return None
+        return [info[model] for info in infos if info is not None]
 
     def on_each(self, op: str, model: str, connect_s: float, answer_s: float | None) -> list[tuple[HostLink, Any]]:
         """`op` asked of every host in turn: each host's answer, or the error it gave."""
@@ -241,7 +275,15 @@ class HostTransport:
         return list(self.pool.call("call", self.model, list(requests), timeout_s))
 
     def describe(self) -> dict[str, Any]:
-        """What the first host that answers serves, with every host's state under `status.hosts`."""
+        """What the first host that answers serves, with every host's state under `status.hosts`; while the hosts
+        are parked, what they wrote at their start (nothing is started to describe a model)."""
+        described = self.pool.described(self.model) if self.pool.parked() else None
+        if described:
+            info = dict(described[0])
+            info["status"] = {**info["status"], "parked": True,
+                              "hosts": [{**link.summary(self.model), "host": d["status"].get("host", link.label),
+                                         "parked": True} for link, d in zip(self.pool.links, described, strict=True)]}
+            return info
         answers = self.pool.on_each("describe", self.model, 2.0, self.pool.wait_s)
         infos = [value for _link, value in answers if isinstance(value, dict)]
         if not infos:
@@ -252,7 +294,8 @@ class HostTransport:
         return info
 
     def warm(self) -> None:
-        """Load the model on every host (each device holds its own copy)."""
+        """Load the model on every host (each device holds its own copy), starting them if they are parked."""
+        self.pool.wake(time.monotonic() + self.pool.wait_s)
         for link, value in self.pool.on_each("warm", self.model, self.pool.wait_s, None):
             if isinstance(value, Exception):
                 raise ModelHostError(f"model host {link.label} could not load {self.model}: {value}") from value

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import pickle
 import secrets
@@ -64,6 +65,37 @@ def read_key(address: str) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise ModelHostError(f"cannot read the model hosts' key {path}: {exc}") from exc
+
+
+# Hosts that start on a node's first model call (`MODEL_HOSTS_START=first_call`): the supervisor leaves `parked` in
+# the runtime directory while they are stopped, a worker that needs them leaves `wanted`, and the supervisor removes
+# both once the hosts it started answer. What each host serves, written by the host at its start, stands in for
+# its answers meanwhile (`described_path`).
+PARKED = "parked"
+WANTED = "wanted"
+
+
+def described_path(address: str) -> Path:
+    """Where the host listening at `address` writes what its models serve (each model's `describe`)."""
+    return Path(address).with_suffix(".described.json")
+
+
+def write_described(address: str, described: dict[str, Any]) -> None:
+    """Each model's description, written aside and renamed (a reader sees it whole or not at all)."""
+    path = described_path(address)
+    aside = path.with_name(f".{path.name}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(described, f)
+    aside.replace(path)
+
+
+def read_described(address: str) -> dict[str, Any] | None:
+    """What the host at `address` wrote at its last start, or None."""
+    try:
+        return dict(json.loads(described_path(address).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def send(sock: socket.socket, message: Any) -> None:

@@ -323,7 +323,9 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
             redis.start()
         sandbox.start()
         if hosts is not None:
-            hosts.start()
+            hosts.start()  # once, to learn what they serve (the workers' tools are described from it)
+            if settings.model_hosts_start == "first_call":
+                hosts.park()
         shared = worker_settings(settings, directory, redis.url if redis else None, n).model_copy(
             update={"node_sandbox": sandbox.address, "node_key": key.hex(),
                     **({"model_hosts": ",".join(hosts.addresses)} if hosts else {})})
@@ -344,7 +346,7 @@ def run_node(settings: Settings, n: int, serve_worker: Callable[[Settings, socke
             try:
                 sandbox.ensure_alive()
                 if hosts is not None:
-                    hosts.ensure_alive()
+                    hosts.tick()
                 tick()
             except Exception as exc:  # a model host that cannot be restarted
                 supervisor.fail(f"{type(exc).__name__}: {exc}")
