@@ -235,6 +235,54 @@ def test_the_dispatcher_hands_each_connection_to_the_worker_with_the_fewest():
         dispatcher.close()
 
 
+def test_the_dispatcher_pauses_its_accepts_while_the_process_is_out_of_descriptors():
+    """accept() failing with EMFILE leaves the connection queued and the listening socket readable: a dispatcher that
+    only logged and returned woke at once and failed again (a spinning supervisor, a flooded log). It stops
+    accepting for a while, then takes the connection once descriptors are free."""
+    import errno
+    import socket
+
+    from toolserver.node import handoff
+    from toolserver.node.handoff import Dispatcher
+
+    class Exhausted(socket.socket):
+        failures = 0
+        full = True
+
+        def accept(self):  # type: ignore[no-untyped-def]
+            if Exhausted.full:
+                Exhausted.failures += 1
+                raise OSError(errno.EMFILE, "Too many open files")
+            return super().accept()
+
+    listening = Exhausted(socket.AF_INET, socket.SOCK_STREAM)
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    dispatcher = Dispatcher(listening)
+    link = dispatcher.link(0)
+    link.setblocking(False)
+    client = socket.create_connection(listening.getsockname(), timeout=10)
+    got: list[int] = []
+    try:
+        until = time.monotonic() + 0.3
+        while time.monotonic() < until:
+            dispatcher.serve(0.05)
+        assert Exhausted.failures == 1 and dispatcher.paused_until > 0
+        Exhausted.full = False
+        until = time.monotonic() + handoff.ACCEPT_PAUSE_S + 10
+        while not got and time.monotonic() < until:
+            dispatcher.serve(0.05)
+            with contextlib.suppress(BlockingIOError):
+                got.extend(socket.recv_fds(link, 16, 8)[1])
+        assert len(got) == 1 and dispatcher.paused_until == 0.0  # the queued connection, handed to the worker
+    finally:
+        for fd in got:
+            os.close(fd)
+        for sock in (client, link, listening):
+            sock.close()
+        dispatcher.close()
+
+
 @pytest.mark.parametrize("mode", ["balanced", "shared", "reuseport"])
 def test_the_port_is_held_for_each_way_of_taking_connections(mode):
     import socket

@@ -16,14 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import selectors
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("toolserver.node")
 ACCEPTS_PER_WAKE = 256  # then the links are read too, so that closes are counted between bursts
+# Out of descriptors (or kernel memory), accept() leaves the connection queued and the listening socket readable: a
+# dispatcher that tried again at once would spin and log without end. It stops accepting this long (asyncio's
+# ACCEPT_RETRY_DELAY is 1 s), while it goes on counting closes, which free descriptors in the workers.
+ACCEPT_PAUSE_S = 0.5
+_EXHAUSTED = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 READY = b"ready"  # a worker's first message: it takes connections now (a close is told in one byte: how many)
 
 
@@ -44,6 +51,7 @@ class Dispatcher:
         self.open: dict[int, int] = {}  # worker index -> its connections not yet closed
         self.ready: set[int] = set()  # workers whose event loop takes connections
         self.turn = 0
+        self.paused_until = 0.0  # accepts stopped until then (out of descriptors); 0: accepting
 
     def link(self, index: int) -> socket.socket:
         """A new link for worker `index` (before it is forked): returns the worker's end, for the child."""
@@ -69,6 +77,9 @@ class Dispatcher:
 
     def serve(self, timeout: float) -> None:
         """Wait up to `timeout` for connections and closes, and hand out what came."""
+        if self.paused_until and time.monotonic() >= self.paused_until:
+            self.paused_until = 0.0
+            self.selector.register(self.listening, selectors.EVENT_READ, None)
         ready = [key.data for key, _ in self.selector.select(timeout)]
         for index in ready:  # the closes first, so that the connections that came with them are counted right
             if index is not None:
@@ -82,8 +93,13 @@ class Dispatcher:
                 conn, _ = self.listening.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as exc:  # out of descriptors, a connection reset before accept: the next one may do
-                log.warning("accept failed: %s", exc)
+            except OSError as exc:
+                if exc.errno in _EXHAUSTED:  # the connection stays queued: take it once descriptors are free
+                    log.warning("accept failed: %s; accepting again in %.1f s", exc, ACCEPT_PAUSE_S)
+                    self.selector.unregister(self.listening)
+                    self.paused_until = time.monotonic() + ACCEPT_PAUSE_S
+                else:  # a connection reset before accept: the next one may do
+                    log.warning("accept failed: %s", exc)
                 return
             with conn:
                 self._hand(conn)
