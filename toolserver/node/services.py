@@ -6,14 +6,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib.util
+import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -38,10 +41,24 @@ class ChildService:
 
     def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
 
     def _spawn(self, argv: list[str]) -> None:
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # Its stderr goes to a file, not a pipe: nobody reads a pipe once the program runs, and a program that wrote
+        # 64 KB of warnings to one would block on its next write.
+        if self._stderr is not None:
+            self._stderr.close()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (kept open while the program runs; closed in stop)
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._stderr,
                                         start_new_session=True, preexec_fn=die_with_parent)
+
+    def stderr_tail(self, limit: int = 500) -> str:
+        """The last `limit` characters the program wrote to its stderr."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(0, self._stderr.tell() - 4 * limit))
+        return self._stderr.read().decode(errors="replace").strip()[-limit:]
 
     def _start(self, argv: list[str], ready: Callable[[], bool]) -> None:
         self._spawn(argv)
@@ -49,8 +66,7 @@ class ChildService:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-                raise NodeError(f"the node's {self.name} exited at start: {err.strip()[-500:]}")
+                raise NodeError(f"the node's {self.name} exited at start: {self.stderr_tail()}")
             if ready():
                 return
             time.sleep(0.05)
@@ -71,6 +87,9 @@ class ChildService:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
 
 class NodeRedis(ChildService):
@@ -128,8 +147,7 @@ class NodeChroma(ChildService):
                 self._launch(folder)
             return
         if self.process.poll() is not None:
-            err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-            _write(folder / "error", f"it exited at its start: {err.strip()[-500:]}")
+            _write(folder / "error", f"it exited at its start: {self.stderr_tail()}")
             (folder / "wanted").unlink(missing_ok=True)
             self.process = None  # the next ask tries again
         elif self._heartbeat(timeout=0.2):
