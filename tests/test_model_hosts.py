@@ -247,6 +247,7 @@ def test_parked_hosts_describe_their_models_and_start_on_the_first_call(settings
         front = SRFront(remote["smfanet"])
         status = front.status()
         assert status["parked"] and status["hosts"][0]["host"] == "0/cpu" and not status["hosts"][0]["up"]
+        assert "pid" not in status  # the pid its host had when it wrote the description: no process now
         assert front.available and front.scales == [2, 3, 4] and status["scales"] == live["scales"]
         assert not (tmp_path / "models" / wire.WANTED).exists()  # describing started nothing
         hosts.tick()

@@ -233,8 +233,11 @@ class HostPool:
         return True
 
     def wake(self, deadline: float) -> None:
-        """Every host started, if they were parked (ModelHostTimeout at `deadline`)."""
-        while self.ask_for_hosts():
+        """Every host started, if they were parked (ModelHostTimeout at `deadline`). Asks once, then waits for the
+        supervisor to take the `parked` mark away."""
+        if not self.ask_for_hosts():
+            return
+        while self.parked():
             if time.monotonic() >= deadline:
                 raise ModelHostTimeout("the node's model hosts did not start in time")
             time.sleep(0.05)
@@ -280,7 +283,9 @@ class HostTransport:
         described = self.pool.described(self.model) if self.pool.parked() else None
         if described:
             info = dict(described[0])
-            info["status"] = {**info["status"], "parked": True,
+            # the pid its host had when it wrote this: no process now (the per-host entries say `pid: None`)
+            status = {k: v for k, v in info["status"].items() if k != "pid"}
+            info["status"] = {**status, "parked": True,
                               "hosts": [{**link.summary(self.model), "host": d["status"].get("host", link.label),
                                          "parked": True} for link, d in zip(self.pool.links, described, strict=True)]}
             return info
