@@ -17,6 +17,7 @@ from PIL import Image
 
 from toolserver.errors import BadRequest, TooLarge
 from toolserver.geometry import CoordError, ViewRule
+from toolserver.lazyimage import LazyImage
 from toolserver.models import ImageInfo, SessionSettings
 
 INPUT_PREFIX = "original_image"
@@ -64,6 +65,16 @@ class Derivation:
     def cut(self) -> Image.Image:
         """`make(source.pixels)`, reading only the box of the source where its store can (`ImageEntry.region`)."""
         return self._finish(self.source.region(self.box))
+
+    def image(self, on_demand: bool = False) -> Image.Image:
+        """`cut()`; `on_demand` (nothing reads the image in its call: `ToolContext.pixels_on_demand`), an image of
+        the same mode and size that cuts itself when first read, where the source's mode is known without reading
+        it (`ImageEntry.mode`)."""
+        mode = self.source.mode() if on_demand else None
+        if mode is None:
+            return self.cut()
+        left, top, right, bottom = self.box
+        return LazyImage(mode, self.size or (right - left, bottom - top), self.cut)
 
     def _finish(self, crop: Image.Image) -> Image.Image:
         if self.size is None:
@@ -116,6 +127,7 @@ class ImageEntry:
     """
 
     __slots__ = (
+        "_load_mode",
         "_load_once",
         "_load_pixels",
         "_load_region",
@@ -146,7 +158,7 @@ class ImageEntry:
                  alias_of: str | None = None, load_pixels: Callable[[], Image.Image] | None = None,
                  load_source: Callable[[], bytes] | None = None, content: str | None = None,
                  load_region: Callable[[PixelBox], Image.Image | None] | None = None,
-                 load_once: Callable[[], Image.Image] | None = None):
+                 load_once: Callable[[], Image.Image] | None = None, load_mode: Callable[[], str | None] | None = None):
         if pixels is None and load_pixels is None:
             raise ValueError("an image entry needs its pixels or a way to load them")
         self.key = key
@@ -172,6 +184,7 @@ class ImageEntry:
         self._load_source = load_source
         self._load_region = load_region  # a part of the pixels without the whole (the node's shared memory), or None
         self._load_once = load_once  # the pixels past the store's caches, kept nowhere (`pixels_once`), or None
+        self._load_mode = load_mode  # their mode without them (the node's file header), or None
         # A small copy of the pixels, made where they cannot stay loaded until the archive's thumbnail is written
         self.preview: Image.Image | None = None
 
@@ -188,6 +201,13 @@ class ImageEntry:
         if self._pixels is not None or self._load_once is None:
             return self.pixels
         return self._load_once()
+
+    def mode(self) -> str | None:
+        """The pixels' mode without reading them: the loaded pixels', else the store's word where it has one (a
+        node's file header), else None (unknown until they are read)."""
+        if self._pixels is not None:
+            return self._pixels.mode
+        return self._load_mode() if self._load_mode is not None else None
 
     def region(self, box: PixelBox) -> Image.Image:
         """`pixels.crop(box)` (left, top, right, bottom): where the pixels are not loaded and the store can read a

@@ -167,7 +167,8 @@ class ToolCalls:
                                  sr_max_output_pixels=s.sr_max_output_pixels,
                                  deadline=deadline, cached_view=store.view_lookup(session),
                                  view_maker=store.view_maker(session), calls=log,
-                                 share=partial(shared.image, defer=attempt < WAITS_FOR_SHARED))
+                                 share=partial(shared.image, defer=attempt < WAITS_FOR_SHARED),
+                                 pixels_on_demand=output_settings.delivery == "ref" and store.keeps_recipes())
             try:
                 return ctx, await self.services.pool.run(
                     self.delivery.run_and_encode, tool, ctx, args, output_settings.format, output_settings.delivery,

@@ -28,6 +28,7 @@ from toolserver.core.wiring import Services
 from toolserver.encodepool import EncodePool, default_processes
 from toolserver.errors import BadRequest, InsufficientStorage, NotFound, ToolFailure
 from toolserver.imaging import OUTPUT_FORMATS, encode_image, fpng_available
+from toolserver.lazyimage import LazyImage, unread
 from toolserver.memorymap import (
     Blob,
     Derivation,
@@ -105,7 +106,7 @@ class Delivery:
                 output.encoded[len(output.encoded):offset + 1] = [None] * (offset + 1 - len(output.encoded))
                 output.encoded[offset] = (self.encode(shown, fmt), OUTPUT_FORMATS[fmt])
             own_bytes = output.encoded_form(offset) is not None and output.encoded_is_pixels and shown is None
-            if entry is None and not own_bytes:
+            if entry is None and not own_bytes and not unread(img):
                 img.load()  # pixels the session will hold (a result defined by its bytes is held, and stored, as them)
             data, mime = None, OUTPUT_FORMATS[fmt]
             if delivery == "shm":  # the raw pixels, written once: nothing encoded for the trainer
@@ -148,7 +149,8 @@ class Delivery:
         if derivation is not None:
             derived = self.services.store.derive_pixels(ctx.session_id, derivation, img)
             if derived is not None:
-                return derived
+                return derived  # a crop made on demand (`Derivation.image`) stays unread
+        img.load()
         started = time.perf_counter()
         held = self.services.store.hold_pixels(ctx.session_id, ctx.observation_key(offset), img)
         if held is not None:
@@ -226,10 +228,12 @@ class Delivery:
             # (Not a result shown as a resized copy, nor one whose bytes are only what the model is shown: those
             # bytes are not the result's pixels.)
             held_encoded = encoded is not None and lazy and shown is None and output.encoded_is_pixels
+            on_demand = img if isinstance(img, LazyImage) and img.unread else None  # cut by whatever reads it first
             entry = ImageEntry(
                 key=session.observation_key(offset), index=-1, origin=f"tool:{name}",
-                pixels=img if not held_encoded else None, size=img.size,
-                load_pixels=partial(_decode_exact, encoded[0]) if held_encoded and encoded is not None else None,
+                pixels=img if not held_encoded and on_demand is None else None, size=img.size,
+                load_pixels=partial(_decode_exact, encoded[0]) if held_encoded and encoded is not None
+                else on_demand.read if on_demand is not None else None,
                 view_size=view, view_error=view_error, alias_of=source.key if source is not None else None,
             )
             if encoded is not None:

@@ -143,6 +143,11 @@ class SessionStore(ABC):
         held for a call that commits nothing are never read and go with their session."""
         return None
 
+    def keeps_recipes(self) -> bool:
+        """Whether `derive_pixels` keeps a crop as its recipe (so a call that delivers it by reference need not cut
+        it: `ToolContext.pixels_on_demand`)."""
+        return False
+
     def derive_pixels(self, session_id: str, derivation: Derivation, image: Image.Image) -> DerivedPixels | None:
         """Keep a new tool image as its recipe (`derivation`, which made `image` from an image of the session)
         instead of its pixels, where the store can remake it in any of its processes; None where it does not."""

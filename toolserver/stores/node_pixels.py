@@ -138,6 +138,20 @@ class NodePixels:
                 self.hits += 1
         return image
 
+    def mode(self, key: tuple[str, str]) -> str | None:
+        """The mode of the image under `key` from its header alone (no pixel read), or None where it is not here."""
+        return self._mode(self._path(key))
+
+    def held_mode(self, session_id: str, name: str) -> str | None:
+        return self._mode(self.directory / "h" / _safe(session_id) / _safe(name))
+
+    def _mode(self, path: Path) -> str | None:
+        try:
+            magic, raw, _width, _height = HEADER.unpack_from(self._maps.get(path), 0)
+        except (FileNotFoundError, ValueError, struct.error, OSError):
+            return None
+        return MODE_OF.get(raw.rstrip(b"\0").decode(), raw.rstrip(b"\0").decode()) if magic == MAGIC else None
+
     def region(self, key: tuple[str, str], box: PixelBox) -> Image.Image | None:
         """`get(key).crop(box)`, reading only the box's bytes from the shared pages (a 1 MP crop of a 13 MP
         photograph copies 3 MB, not 40), or None where the image is not here or the box is not inside it."""

@@ -54,6 +54,9 @@ class NodeHeldImages:
         size = node.hold(session_id, name, image)
         return None if size is None else HeldPixels(name, size)
 
+    def keeps_recipes(self) -> bool:
+        return self.holds_images
+
     def derive_pixels(self, session_id: str, derivation: Derivation, image: Image.Image) -> DerivedPixels | None:
         source = derivation.source
         if not self.holds_images or source.blob_key is None or source.depth >= MAX_DERIVED_DEPTH:

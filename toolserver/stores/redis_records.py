@@ -97,7 +97,7 @@ class SessionRecords:
                            view_size=tuple(rec["v"]) if rec["v"] else None, view_error=rec["ve"],
                            source_mime=rec["m"], alias_of=rec["a"], content=rec.get("c"),
                            load_pixels=loader.pixels, load_region=loader.region, load_once=loader.once,
-                           load_source=loader.source_bytes if rec["o"] == "input" else None)
+                           load_mode=loader.mode, load_source=loader.source_bytes if rec["o"] == "input" else None)
         entry.blob_key = blob
         entry.blob_format = kind
         entry.depth = rec.get("n", 0)
@@ -152,6 +152,19 @@ class _Loader:
 
     def source_bytes(self) -> bytes:
         return self.store._fetch(self.session_id, self.rec["b"])
+
+    def mode(self) -> str | None:
+        """The pixels' mode unread: this process's cached pixels', a recipe's or an alias's source's (a crop and a
+        resize keep the mode), else the node's file header (an upload's or a held image's); None where none says."""
+        cached = self.store.cache.peek(self.key, node=False)
+        if cached is not None:
+            return cached.mode
+        if self.source is not None:
+            return self.source.mode()
+        node = self.store.cache.node
+        if node is None:
+            return None
+        return node.held_mode(self.session_id, self.rec["b"]) if self.rec["s"] == HELD else node.mode(self.key)
 
     def region(self, box: PixelBox) -> Image.Image | None:
         """A part of the pixels without the whole: cut from this process's cached pixels, else read from the node's

@@ -107,6 +107,9 @@ class ToolContext:
     # is compute()'s image for `key`, computed once while any session holds it; `defer=False` waits for another
     # session's computation in this thread rather than running the call again once it is done.
     share: Callable[..., Image.Image] | None = None
+    # Nothing reads the call's new images before it ends (delivered by reference, into a store that keeps a crop as
+    # its recipe): a tool may return one whose pixels are made when first read (`Derivation.image`).
+    pixels_on_demand: bool = False
 
     @classmethod
     def of(cls, session: SessionMap, **services: Any) -> ToolContext:

@@ -96,7 +96,9 @@ class ZoomIn(Tool):
             scale = self.upscale_factor
             size = (int(width * scale), int(height * scale))
         derivation = Derivation(entry, box, size)  # the crop is this recipe exactly: a store may keep it instead
-        crop = derivation.cut()  # only the box is read where the store can (the node's shared memory)
+        # Only the box is read where the store can (the node's shared memory), and nothing until something reads the
+        # crop where the store keeps it as this recipe and it is delivered by reference.
+        crop = derivation.image(on_demand=ctx.pixels_on_demand)
         key, index = ctx.observation_key(), len(ctx.images)
         label = f' labelled "{args.label}"' if args.label else ""
         text = (
