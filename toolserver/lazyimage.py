@@ -11,7 +11,7 @@ Written here rather than taken from a library: Pillow's `ImageFile` is the same 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from PIL import Image
 
@@ -47,6 +47,6 @@ class LazyImage(Image.Image):
         return self
 
 
-def unread(image: Image.Image) -> bool:
+def unread(image: Image.Image) -> TypeGuard[LazyImage]:
     """Whether `image` is a `LazyImage` whose pixels nothing has read yet."""
     return isinstance(image, LazyImage) and image.unread

@@ -28,7 +28,7 @@ from toolserver.core.wiring import Services
 from toolserver.encodepool import EncodePool, default_processes
 from toolserver.errors import BadRequest, InsufficientStorage, NotFound, ToolFailure
 from toolserver.imaging import OUTPUT_FORMATS, encode_image, fpng_available
-from toolserver.lazyimage import LazyImage, unread
+from toolserver.lazyimage import unread
 from toolserver.memorymap import (
     Blob,
     Derivation,
@@ -228,7 +228,7 @@ class Delivery:
             # (Not a result shown as a resized copy, nor one whose bytes are only what the model is shown: those
             # bytes are not the result's pixels.)
             held_encoded = encoded is not None and lazy and shown is None and output.encoded_is_pixels
-            on_demand = img if isinstance(img, LazyImage) and img.unread else None  # cut by whatever reads it first
+            on_demand = img if unread(img) else None  # cut by whatever reads it first
             entry = ImageEntry(
                 key=session.observation_key(offset), index=-1, origin=f"tool:{name}",
                 pixels=img if not held_encoded and on_demand is None else None, size=img.size,

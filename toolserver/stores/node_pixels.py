@@ -110,11 +110,9 @@ class NodePixels:
     def _read(self, path: Path, box: PixelBox | None = None, *, count: bool = True) -> Image.Image | None:
         try:
             mm = self._maps.get(path)
-            magic, raw, width, height = HEADER.unpack_from(mm, 0)
-            if magic != MAGIC:
+            if (header := _header(mm)) is None:
                 return None
-            layout = raw.rstrip(b"\0").decode()
-            mode = MODE_OF.get(layout, layout)
+            layout, mode, width, height = header
             with memoryview(mm) as view:
                 if box is None:
                     image = _mapped(mm, layout, mode, (width, height))
@@ -147,10 +145,10 @@ class NodePixels:
 
     def _mode(self, path: Path) -> str | None:
         try:
-            magic, raw, _width, _height = HEADER.unpack_from(self._maps.get(path), 0)
+            header = _header(self._maps.get(path))
         except (FileNotFoundError, ValueError, struct.error, OSError):
             return None
-        return MODE_OF.get(raw.rstrip(b"\0").decode(), raw.rstrip(b"\0").decode()) if magic == MAGIC else None
+        return None if header is None else header[1]
 
     def region(self, key: tuple[str, str], box: PixelBox) -> Image.Image | None:
         """`get(key).crop(box)`, reading only the box's bytes from the shared pages (a 1 MP crop of a 13 MP
@@ -201,10 +199,9 @@ class NodePixels:
         layout = LAYOUT.get(image.mode, image.mode)
         header = HEADER.pack(MAGIC, layout.encode(), image.width, image.height)
         nbytes = _nbytes(image, layout)
-        # Written in place: no reader knows the name before the call commits it, and the name is new (O_EXCL), so
-        # no temporary name and rename are needed. An image of one chunk (most crops) is one system call (each
-        # gives up the GIL, and getting it back from a busy event loop costs up to its switch interval); a larger
-        # one goes a chunk at a time, with no second copy of it in this process.
+        # Written in place: no reader knows the name before the call commits it, and it is new (O_EXCL). An image of
+        # one chunk (most crops) is one system call (each gives up the GIL, and getting it back from a busy event loop
+        # costs up to its switch interval); a larger one goes a chunk at a time, no second copy of it in this process.
         fd = -1
         try:
             if session_id not in self._dirs:
@@ -238,9 +235,6 @@ class NodePixels:
     def held_region(self, session_id: str, name: str, box: PixelBox) -> Image.Image | None:
         """`held(...).crop(box)`, reading only the box's bytes, or None (gone, or the box is not inside it)."""
         return self._read(self.directory / "h" / _safe(session_id) / _safe(name), box)
-
-    def holds(self, session_id: str, name: str) -> bool:
-        return (self.directory / "h" / _safe(session_id) / _safe(name)).is_file()
 
     def drop_session(self, session_id: str) -> None:
         for part in ("s", "h"):
@@ -354,6 +348,15 @@ def _mapped(mm: mmap.mmap, layout: str, mode: str, size: tuple[int, int]) -> Ima
     image = Image.new(mode, (0, 0))._new(core)
     image.readonly = 1
     return image
+
+
+def _header(mm: mmap.mmap) -> tuple[str, str, int, int] | None:
+    """A kept file's layout, mode, width and height; None where it is not one (struct.error where it is too short)."""
+    magic, raw, width, height = HEADER.unpack_from(mm, 0)
+    if magic != MAGIC:
+        return None
+    layout = raw.rstrip(b"\0").decode()
+    return layout, MODE_OF.get(layout, layout), width, height
 
 
 def _unpacked(mode: str, size: tuple[int, int], data: memoryview, raw: tuple[str, int]) -> Image.Image:

@@ -262,12 +262,12 @@ class DecodedCache:
             give_back_freed_memory()  # what it took in passing goes back now, not at the next sweep (allocator.py)
         return image
 
-    def peek(self, key: tuple[str, str], *, node: bool = True) -> Image.Image | None:
-        """A cached image (counted as a hit) or None; nothing is decoded (the node's copy may be read)."""
+    def peek(self, key: tuple[str, str], *, node: bool = True, count: bool = True) -> Image.Image | None:
+        """A cached image (a hit where `count`) or None; nothing is decoded (the node's copy may be read)."""
         with self._lock:
             image = self._cache.get(key)
             if image is not None:
-                self.hits += 1
+                self.hits += count
                 return image
         if not node or self.node is None or (image := self.node.get(key)) is None:
             return None

@@ -156,7 +156,7 @@ class _Loader:
     def mode(self) -> str | None:
         """The pixels' mode unread: this process's cached pixels', a recipe's or an alias's source's (a crop and a
         resize keep the mode), else the node's file header (an upload's or a held image's); None where none says."""
-        cached = self.store.cache.peek(self.key, node=False)
+        cached = self.store.cache.peek(self.key, node=False, count=False)  # nothing is read: not a hit
         if cached is not None:
             return cached.mode
         if self.source is not None:
